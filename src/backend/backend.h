@@ -1,0 +1,107 @@
+// The device a rank drives, seen through four small classes (Gloo's transport shape):
+// Backend (factory), Allocation/Mapping (memory peers of the node can map), Stream (CUDA
+// stream semantics) and Event. The executor sees only this interface; backend/host/ and
+// backend/cuda/ implement it with the same file names.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rmacc.h"
+
+namespace rmacc {
+
+// Bytes that identify an allocation to another process of the same node.
+using ExportHandle = std::vector<char>;
+
+// Memory this rank owns and can hand to peers of its node.
+class Allocation {
+ public:
+  virtual ~Allocation() = default;
+  virtual void* ptr() const = 0;
+  virtual size_t size() const = 0;
+  // What a peer passes to Backend::import() to map this memory.
+  virtual ExportHandle exportHandle() const = 0;
+};
+
+// A peer's allocation mapped into this process; unmapped when destroyed.
+class Mapping {
+ public:
+  virtual ~Mapping() = default;
+  virtual void* ptr() const = 0;
+  virtual size_t size() const = 0;
+};
+
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+struct CopyDesc {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+
+struct WaitDesc {
+  const volatile uint64_t* addr;
+  uint64_t value;  // wait until *addr >= value
+};
+
+// An in-order queue of device work. Every call enqueues and returns; the work runs later, in
+// the order enqueued. Calls on one Stream come from one thread at a time.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  // Copies (copy engine on CUDA); the batch may run concurrently within itself.
+  virtual void copy(const CopyDesc* ops, size_t n) = 0;
+  // Stores `value` at `addr` once all earlier work of this stream is complete and visible.
+  virtual void writeValue(volatile uint64_t* addr, uint64_t value) = 0;
+  // Holds later work until every *addr >= value.
+  virtual void waitValues(const WaitDesc* ops, size_t n) = 0;
+  virtual void record(Event& event) = 0;
+  // Holds later work until the work recorded in `event` is complete.
+  virtual void waitEvent(Event& event) = 0;
+  // Blocks the caller until all enqueued work is done. Throws Error: rmaccTimeout when a wait
+  // did not finish within the timeout, the stored error when the stream failed.
+  virtual void synchronize() = 0;
+  // True when all enqueued work is done (throws like synchronize on failure).
+  virtual bool query() = 0;
+  // The rmaccStream_t users see (a cudaStream_t on CUDA).
+  virtual void* handle() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  // rmaccMemAlloc memory: device memory, or shared memory on the host backend.
+  virtual std::unique_ptr<Allocation> allocate(size_t bytes) = 0;
+  virtual std::unique_ptr<Mapping> import(const ExportHandle& handle) = 0;
+  // Memory both this process's streams and its CPU threads read and write (signals written
+  // by the proxy, ready/done flags): pinned and device-mapped host memory on CUDA.
+  virtual std::unique_ptr<Allocation> allocateHostVisible(size_t bytes) = 0;
+  virtual std::unique_ptr<Stream> createStream() = 0;
+  // The Stream behind a user's rmaccStream_t; nullptr when it is not one this backend knows
+  // (the caller reports rmaccInvalidArgument). NULL means the backend's default stream.
+  virtual Stream* userStream(rmaccStream_t stream) = 0;
+  virtual std::unique_ptr<Event> createEvent() = 0;
+  // True when the CPU can read and write `ptr` directly (host memory).
+  virtual bool isHostMemory(const void* ptr) const = 0;
+  // A CPU thread's store of a value that streams may be waiting on (the proxy's signal
+  // increments, done flags): a release store, plus waking the host backend's waiters.
+  virtual void hostWrite(volatile uint64_t* addr, uint64_t value) = 0;
+  // Releases every wait of every stream and makes them fail (rmaccCommAbort).
+  virtual void abort() = 0;
+};
+
+// The backend RMACC_BACKEND asks for: CUDA when built with it and a device is current.
+std::unique_ptr<Backend> createBackend(double timeoutS);
+std::unique_ptr<Backend> createHostBackend(double timeoutS);
+std::unique_ptr<Backend> createCudaBackend(double timeoutS);  // nullptr without CUDA
+bool cudaBackendAvailable();
+
+}  // namespace rmacc

@@ -1,0 +1,54 @@
+// The control plane: how ranks find each other and exchange setup data (MSCCL++'s Bootstrap).
+// Everything that crosses processes here is bytes. Used for setup and for per-call metadata;
+// never for bulk data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "rmacc.h"
+
+namespace rmacc {
+
+// What rmaccGetUniqueId puts in rmaccUniqueId::internal: the root's address and a random
+// secret every connection must present.
+struct UniqueIdData {
+  static constexpr uint64_t kMagic = 0x726d616363494431ull;  // "rmaccID1"
+  uint64_t magic;
+  uint8_t secret[32];
+  uint16_t family;       // AF_INET or AF_INET6
+  uint16_t port;         // network byte order
+  uint8_t addr[16];      // IPv4 in the first 4 bytes, or IPv6
+};
+static_assert(sizeof(UniqueIdData) <= RMACC_UNIQUE_ID_BYTES, "unique id too large");
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  virtual int rank() const = 0;
+  virtual int nRanks() const = 0;
+  // Every rank contributes `bytes` at data + rank*bytes; on return all slots are filled.
+  virtual void allGather(void* data, size_t bytes) = 0;
+  virtual void barrier() = 0;
+  // Point-to-point messages; `tag` separates independent exchanges. recv blocks until a
+  // message with that tag arrives from `peer` and returns it whole.
+  virtual void send(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
+  virtual std::vector<char> recv(int peer, uint32_t tag) = 0;
+  // Makes every blocked and later call throw rmaccRemoteError ("aborted").
+  virtual void abort() = 0;
+};
+
+// Fills a fresh id: starts the root listener thread of this process that ranks rendezvous with
+// (it serves one communicator, then exits). Throws rmaccSystemError when no address works.
+void createUniqueId(rmaccUniqueId* id);
+
+// Connects rank `rank` of `nRanks` through the root named in `id`. Every wait is bounded by
+// timeoutS: a rank that never arrives makes the others throw rmaccTimeout; a connection that
+// does not present the id's secret is dropped; a peer that dies makes the others throw
+// rmaccRemoteError.
+std::unique_ptr<Bootstrap> createTcpBootstrap(const rmaccUniqueId& id, int rank, int nRanks,
+                                              double timeoutS);
+
+}  // namespace rmacc

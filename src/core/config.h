@@ -1,0 +1,50 @@
+// Every RMACC_* environment variable, read once and validated (MSCCL++'s Env, NCCL's params).
+// A malformed value is rejected with a message naming the variable; the README lists each one
+// with its default.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/log.h"
+
+namespace rmacc {
+
+enum class BackendKind { kAuto, kHost, kCuda };
+enum class EntrySync { kSignals, kBarrier };
+
+struct Config {
+  LogLevel debugLevel = LogLevel::kWarn;        // RMACC_DEBUG
+  uint32_t debugSubsys = kSubsysAll;            // RMACC_DEBUG_SUBSYS
+  BackendKind backend = BackendKind::kAuto;     // RMACC_BACKEND
+  std::string hostname;                         // RMACC_HOSTNAME (empty: gethostname)
+  std::string netProvider;                      // RMACC_NET_PROVIDER (empty: libfabric's choice)
+  size_t relayBytes = 64ull << 20;              // RMACC_RELAY_BYTES
+  int relaySlots = 4;                           // RMACC_RELAY_SLOTS (>= 2)
+  EntrySync entrySync = EntrySync::kSignals;    // RMACC_ENTRY_SYNC
+  size_t maxPutBytes = 1ull << 30;              // RMACC_MAX_PUT_BYTES
+  double timeoutS = 300;                        // RMACC_TIMEOUT_S
+  bool dumpPlan = false;                        // RMACC_DUMP_PLAN
+  std::string traceFile;                        // RMACC_TRACE_FILE
+  int ceStreams = 4;                            // RMACC_CE_STREAMS (internal copy streams)
+
+  // Reads and validates the environment; throws Error(rmaccInvalidArgument) naming the
+  // variable when a value is malformed.
+  static Config fromEnvironment();
+  // Prints every value at INFO/ENV, marking those set by the environment.
+  void log() const;
+};
+
+// The process's configuration, read on first use. Throws like fromEnvironment() (and again on
+// the next call) while the environment is malformed.
+const Config& config();
+
+// Parsers shared with the logger and the tests; nullopt when the text is malformed or empty.
+std::optional<LogLevel> parseLogLevel(const char* text);
+std::optional<uint32_t> parseSubsysMask(const char* text);
+// "64M", "1G", "4096", "2k": a byte size with an optional binary suffix.
+std::optional<size_t> parseBytes(const char* text);
+
+}  // namespace rmacc

@@ -1,0 +1,80 @@
+#include "core/topology.h"
+
+#include <map>
+
+#include "core/error.h"
+
+namespace rmacc {
+
+Topology Topology::fromHostnames(const std::vector<std::string>& hostnames) {
+  std::map<std::string, int> nodeIds;
+  std::vector<int> nodeOf(hostnames.size());
+  for (size_t r = 0; r < hostnames.size(); ++r) {
+    auto it = nodeIds.emplace(hostnames[r], (int)nodeIds.size()).first;
+    nodeOf[r] = it->second;
+  }
+  return fromNodeOf(nodeOf);
+}
+
+Topology Topology::fromNodeOf(const std::vector<int>& nodeOfIn) {
+  RMACC_ARG_CHECK(!nodeOfIn.empty(), "a topology needs at least one rank");
+  // Renumber nodes by their lowest rank.
+  std::map<int, int> renumber;
+  Topology t;
+  t.nodeOf_.resize(nodeOfIn.size());
+  for (size_t r = 0; r < nodeOfIn.size(); ++r) {
+    auto it = renumber.emplace(nodeOfIn[r], (int)renumber.size()).first;
+    t.nodeOf_[r] = it->second;
+  }
+  t.finish();
+  return t;
+}
+
+Topology Topology::blocks(int nNodes, int localSize) {
+  RMACC_ARG_CHECK(nNodes > 0 && localSize > 0, "blocks(%d, %d): sizes must be positive", nNodes,
+                  localSize);
+  std::vector<int> nodeOf(nNodes * localSize);
+  for (int r = 0; r < nNodes * localSize; ++r) nodeOf[r] = r / localSize;
+  return fromNodeOf(nodeOf);
+}
+
+void Topology::finish() {
+  const int n = nRanks();
+  nNodes_ = 0;
+  for (int r = 0; r < n; ++r) nNodes_ = std::max(nNodes_, nodeOf_[r] + 1);
+  std::vector<int> count(nNodes_, 0);
+  localRankOf_.assign(n, 0);
+  for (int r = 0; r < n; ++r) localRankOf_[r] = count[nodeOf_[r]]++;
+  localSize_ = count[0];
+  for (int node = 0; node < nNodes_; ++node) {
+    if (count[node] != localSize_) {
+      RMACC_THROW(rmaccInvalidUsage,
+                  "unequal node sizes: node 0 has %d ranks, node %d has %d; rmacc needs the same "
+                  "number of ranks on every node (one per rail)",
+                  localSize_, node, count[node]);
+    }
+  }
+  rankAt_.assign(n, -1);
+  for (int r = 0; r < n; ++r) rankAt_[nodeOf_[r] * localSize_ + localRankOf_[r]] = r;
+  // NCCL's p2p schedule trick: deltas k(k+1)/2 mod P (P = next power of two >= N), keeping
+  // those < N, visit every delta 0..N-1 exactly once, and spread consecutive rounds apart.
+  int p = 1;
+  while (p < nNodes_) p <<= 1;
+  roundDelta_.clear();
+  for (int k = 0; (int)roundDelta_.size() < nNodes_; ++k) {
+    int d = (int)(((long long)k * (k + 1) / 2) % p);
+    if (d < nNodes_) roundDelta_.push_back(d);
+  }
+}
+
+std::string Topology::describe() const {
+  std::string s = strprintf("%d ranks on %d nodes x %d:", nRanks(), nNodes_, localSize_);
+  for (int node = 0; node < nNodes_; ++node) {
+    s += strprintf(" [");
+    for (int l = 0; l < localSize_; ++l) s += strprintf(l ? " %d" : "%d", rankAt(node, l));
+    s += "]";
+  }
+  return s;
+}
+
+}  // namespace rmacc

@@ -1,0 +1,65 @@
+// The proxy thread of a communicator (DESIGN.md §3, NCCL's rma_proxy): streams post puts, the
+// proxy issues them as fi_writedata whose completion data names the signal, and it turns remote
+// completion data into signal increments. Mechanism only: what to put comes from the caller.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "net/fabric.h"
+#include "net/signals.h"
+
+namespace rmacc {
+
+struct ProxyPut {
+  int peer = -1;
+  const void* src = nullptr;  // CPU-addressable source (host memory or a bounce buffer)
+  size_t bytes = 0;           // may be 0: a pure signal
+  RemoteRegion dst;           // the peer's registered region
+  uint64_t dstOffset = 0;
+  int ctx = 0;
+  int sigIdx = 0;
+};
+
+// The ordered queue of one posting stream. Handshake (NCCL's readySeq/doneSeq): the host thread
+// post()s a put and gets its sequence number; the stream later writes ready = seq; the proxy
+// issues every posted put whose seq <= ready, in order, and writes done = seq once that put
+// and all before it completed locally (the source may be reused).
+class ProxyQueue {
+ public:
+  virtual ~ProxyQueue() = default;
+  virtual volatile uint64_t* ready() = 0;  // host-visible, written by the stream
+  virtual volatile uint64_t* done() = 0;   // host-visible, written by the proxy
+  virtual uint64_t post(const ProxyPut& put) = 0;
+};
+
+class Proxy {
+ public:
+  virtual ~Proxy() = default;
+  // A new queue; valid until the proxy is destroyed.
+  virtual ProxyQueue* createQueue() = 0;
+  // Registers memory remote peers may write into (windows, relay, staging).
+  virtual std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) = 0;
+  // The first error the proxy met (rmaccSuccess while healthy) and its text.
+  virtual rmaccResult_t error(std::string* text = nullptr) const = 0;
+  // Stops issuing, fails every later wait of this proxy.
+  virtual void abort() = 0;
+};
+
+// Starts the proxy thread. `signals` (host-visible, SignalLayout{nRanks}) receives the
+// increments for remote sources; signal stores go through backend.hostWrite so that stream
+// waits on the host backend wake up. Puts above maxPutBytes or the provider's maximum message
+// are split; the receiving proxy counts the signal once every piece has landed.
+std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, int nRanks,
+                                  volatile uint64_t* signals, size_t maxPutBytes,
+                                  double timeoutS);
+
+}  // namespace rmacc

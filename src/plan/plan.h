@@ -1,0 +1,99 @@
+// A Plan is the AlltoAllV schedule of DESIGN.md §2 as plain data: for every rank, a list of ops
+// on four lanes with explicit dependencies. It is computed by pure code from the byte-count
+// matrix and the topology (planner.h), checked by the verifier (verifier.h), printed by
+// dump(), and run by the executor (src/exec). Nothing here does I/O or touches a device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/topology.h"
+
+namespace rmacc::plan {
+
+// The four independent streams of work of a rank. Each lane runs its ops in list order; an op
+// also waits for its deps (ops of the same rank on any lane).
+enum class Lane : uint8_t { kCePut, kCeWait, kProxyPut, kProxyWait };
+constexpr int kNumLanes = 4;
+
+// Where bytes are, relative to one call's buffers.
+enum class Region : uint8_t {
+  kNone,
+  kSend,   // the rank's send block for destination `block`: sendbuff + sdispls[block]
+  kRecv,   // the rank's receive block from origin `block`: recvbuff + rdispls[block]
+  kRelay,  // the rank's relay buffer (offset from its start)
+};
+
+struct Loc {
+  Region region = Region::kNone;
+  int block = -1;       // kSend: destination rank; kRecv: origin rank; else -1
+  uint64_t offset = 0;  // bytes into the block (kSend, kRecv) or into the relay buffer
+};
+
+// Signal indices inside the collective context (net/signals.h kCtxColl).
+enum CollSignal : int {
+  kSigData = 0,   // bytes landed in the receiver's recv buffer (direct put or forward)
+  kSigRelay = 1,  // bytes landed in the receiver's relay buffer
+};
+
+enum class OpKind : uint8_t {
+  kPut,   // move `bytes` (may be 0) from src on this rank to dst on `peer`, then bump the
+          // signal (ctx, sigIdx, source = this rank) at `peer`. kCePut lane: copy engine to a
+          // rank of the same node; kProxyPut lane: the proxy, to a rank of another node.
+  kCopy,  // move `bytes` from src to dst, both on this rank (the block a rank sends itself)
+  kWait,  // wait until `count` more signals (ctx, sigIdx) from `peer` have arrived than the
+          // waits before it on this rank consumed; kCeWait for local peers, kProxyWait remote
+};
+
+struct Op {
+  OpKind kind = OpKind::kPut;
+  Lane lane = Lane::kCePut;
+  int batch = 0;  // pipeline step it belongs to, for dumps and traces
+  int peer = -1;
+  Loc src;
+  Loc dst;
+  uint64_t bytes = 0;
+  int ctx = 0;
+  int sigIdx = 0;
+  uint32_t count = 0;
+  std::vector<int> deps;  // indices into RankPlan::ops, all smaller than this op's index
+};
+
+struct RankPlan {
+  std::vector<Op> ops;
+};
+
+// What the planner needs besides the counts.
+struct Options {
+  uint64_t slotBytes = 16ull << 20;    // relay slot size: RMACC_RELAY_BYTES / RMACC_RELAY_SLOTS
+  int slots = 4;                       // RMACC_RELAY_SLOTS (>= 2)
+  uint64_t maxPutBytes = 1ull << 30;   // RMACC_MAX_PUT_BYTES: larger puts are split
+  bool entrySignals = true;            // per-call entry readiness signals (RMACC_ENTRY_SYNC);
+                                       // false: the executor runs a barrier before the plan
+};
+
+// State carried from one call to the next: the number of relay steps (chunks written into a
+// rank's relay buffer) that earlier calls made, per relay rank. Every rank derives the same
+// values because every rank plans from the same global count matrix.
+struct Carry {
+  std::vector<uint64_t> relaySteps;  // indexed by relay rank
+};
+
+struct Plan {
+  Topology topo;
+  Options options;
+  std::vector<uint64_t> bytes;  // bytes[src * nRanks + dst], what this plan moves
+  Carry before;                 // carry the plan was made for
+  Carry after;                  // carry for the next call
+  std::vector<RankPlan> ranks;  // one per rank
+  int nBatches = 0;
+  uint64_t relayBytes = 0;      // relay memory a rank needs: slots * slotBytes at most
+
+  // Human-readable listing of one rank's ops (RMACC_DUMP_PLAN), or of all ranks with -1.
+  std::string dump(int rank = -1) const;
+};
+
+const char* laneName(Lane lane);
+
+}  // namespace rmacc::plan
