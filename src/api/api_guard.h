@@ -1,0 +1,58 @@
+// The one wrapper every C entry point goes through: C++ exceptions never cross the C ABI; each
+// becomes an rmaccResult_t, and its text becomes the communicator's last error (or the
+// thread's, for calls without a communicator).
+#pragma once
+
+#include <exception>
+#include <new>
+#include <string>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "rmacc.h"
+
+#define RMACC_API extern "C" __attribute__((visibility("default")))
+
+struct rmaccComm {
+  static constexpr uint64_t kMagic = 0x726d616363436f6dull;  // "rmaccCom"
+  uint64_t magic = kMagic;
+  std::unique_ptr<rmacc::Comm> impl;
+};
+
+namespace rmacc::api {
+
+// The last error of calls made without a usable communicator, per thread.
+std::string& threadLastError();
+
+// The communicator behind a public handle; throws rmaccInvalidArgument for NULL or a handle
+// that is not a live communicator.
+Comm& commOf(rmaccComm_t comm);
+// Same, and fails with the communicator's fatal error if it has one.
+Comm& healthyComm(rmaccComm_t comm);
+
+template <class F>
+rmaccResult_t guarded(rmaccComm_t comm, const char* what, F&& body) {
+  auto record = [&](rmaccResult_t code, const std::string& text) {
+    std::string msg = std::string(what) + ": " + text;
+    if (comm && comm->magic == rmaccComm::kMagic && comm->impl)
+      comm->impl->setLastError(msg);
+    threadLastError() = msg;
+    if (code != rmaccInvalidArgument && code != rmaccInvalidUsage) WARN("%s", msg.c_str());
+    return code;
+  };
+  try {
+    body();
+    return rmaccSuccess;
+  } catch (const Error& e) {
+    return record(e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return record(rmaccSystemError, "out of memory");
+  } catch (const std::exception& e) {
+    return record(rmaccInternalError, e.what());
+  } catch (...) {
+    return record(rmaccInternalError, "unknown exception");
+  }
+}
+
+}  // namespace rmacc::api

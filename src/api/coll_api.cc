@@ -1,0 +1,101 @@
+// The collectives: AlltoAllv, and AlltoAll as its uniform case.
+#include <algorithm>
+
+#include "api/api_guard.h"
+#include "exec/collective.h"
+
+using namespace rmacc;
+using namespace rmacc::api;
+
+namespace {
+
+// Converts the caller's element counts to bytes and checks what one rank can check alone.
+// Returns the reason when the arguments are bad (the call then still joins the count exchange
+// so that the other ranks skip it too instead of waiting for this rank).
+std::string convert(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                    void* recvbuff, const size_t* recvcounts, const size_t* rdispls, size_t esize,
+                    int n, AlltoallvArgs& a) {
+  if (esize == 0) return "unknown datatype";
+  if (!sendcounts || !sdispls || !recvcounts || !rdispls)
+    return "counts and displacement arrays must not be NULL";
+  a.sendBytes.resize(n);
+  a.sendOffset.resize(n);
+  a.recvBytes.resize(n);
+  a.recvOffset.resize(n);
+  const size_t limit = SIZE_MAX / esize / 2;
+  std::vector<std::pair<uint64_t, uint64_t>> recvBlocks;
+  for (int p = 0; p < n; ++p) {
+    if (sendcounts[p] > limit || sdispls[p] > limit || recvcounts[p] > limit || rdispls[p] > limit)
+      return strprintf("count or displacement for peer %d is too large", p);
+    a.sendBytes[p] = sendcounts[p] * esize;
+    a.sendOffset[p] = sdispls[p] * esize;
+    a.recvBytes[p] = recvcounts[p] * esize;
+    a.recvOffset[p] = rdispls[p] * esize;
+    if (a.sendBytes[p] && !sendbuff) return strprintf("sendbuff is NULL with sendcounts[%d] > 0", p);
+    if (a.recvBytes[p] && !recvbuff) return strprintf("recvbuff is NULL with recvcounts[%d] > 0", p);
+    if (a.recvBytes[p]) recvBlocks.push_back({a.recvOffset[p], a.recvBytes[p]});
+  }
+  // Overlapping receive blocks would make the result depend on arrival order.
+  std::sort(recvBlocks.begin(), recvBlocks.end());
+  for (size_t i = 1; i < recvBlocks.size(); ++i)
+    if (recvBlocks[i - 1].first + recvBlocks[i - 1].second > recvBlocks[i].first)
+      return "receive blocks overlap";
+  return "";
+}
+
+void alltoallv(Comm& c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+               void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+               rmaccDataType_t datatype, rmaccStream_t stream) {
+  AlltoallvArgs a;
+  a.sendbuff = sendbuff;
+  a.recvbuff = recvbuff;
+  a.rejected = convert(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
+                       rmaccTypeSize(datatype), c.nRanks(), a);
+  Stream* s = nullptr;
+  if (a.rejected.empty()) {
+    try {
+      s = &c.streamOf(stream);
+    } catch (const Error& e) {
+      a.rejected = e.what();
+    }
+  }
+  std::string reason = a.rejected;
+  uint64_t seq = c.coll().alltoallv(s, std::move(a));
+  if (!reason.empty()) RMACC_THROW(rmaccInvalidArgument, "%s", reason.c_str());
+  if (c.synchronousStream(stream)) {
+    s->synchronize();
+    c.checkHealthy();
+    std::string text;
+    rmaccResult_t e = c.coll().takeCallError(seq, &text);
+    if (e != rmaccSuccess) throw Error(e, text);
+  }
+}
+
+}  // namespace
+
+RMACC_API rmaccResult_t rmaccAlltoAllv(const void* sendbuff, const size_t sendcounts[],
+                                       const size_t sdispls[], void* recvbuff,
+                                       const size_t recvcounts[], const size_t rdispls[],
+                                       rmaccDataType_t datatype, rmaccComm_t comm,
+                                       rmaccStream_t stream) {
+  return guarded(comm, "rmaccAlltoAllv", [&] {
+    Comm& c = healthyComm(comm);
+    alltoallv(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, stream);
+  });
+}
+
+RMACC_API rmaccResult_t rmaccAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                      rmaccDataType_t datatype, rmaccComm_t comm,
+                                      rmaccStream_t stream) {
+  return guarded(comm, "rmaccAlltoAll", [&] {
+    Comm& c = healthyComm(comm);
+    const int n = c.nRanks();
+    std::vector<size_t> counts(n, count), displs(n);
+    for (int p = 0; p < n; ++p) displs[p] = (size_t)p * count;
+    if (count > SIZE_MAX / (n ? n : 1)) {
+      counts.clear();  // rejected below, still joining the exchange
+    }
+    alltoallv(c, sendbuff, counts.empty() ? nullptr : counts.data(), displs.data(), recvbuff,
+              counts.empty() ? nullptr : counts.data(), displs.data(), datatype, stream);
+  });
+}

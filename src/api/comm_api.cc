@@ -1,0 +1,146 @@
+// Communicator lifecycle, errors and queries.
+#include <cstring>
+
+#include "api/api_guard.h"
+#include "bootstrap/bootstrap.h"
+#include "exec/collective.h"
+
+using namespace rmacc;
+
+namespace rmacc::api {
+
+std::string& threadLastError() {
+  thread_local std::string text;
+  return text;
+}
+
+Comm& commOf(rmaccComm_t comm) {
+  RMACC_ARG_CHECK(comm != nullptr, "communicator is NULL");
+  RMACC_ARG_CHECK(comm->magic == rmaccComm::kMagic && comm->impl,
+                  "%p is not a live communicator", (void*)comm);
+  return *comm->impl;
+}
+
+Comm& healthyComm(rmaccComm_t comm) {
+  Comm& c = commOf(comm);
+  c.checkHealthy();
+  return c;
+}
+
+}  // namespace rmacc::api
+
+using namespace rmacc::api;
+
+RMACC_API const char* rmaccGetErrorString(rmaccResult_t result) {
+  switch (result) {
+    case rmaccSuccess: return "no error";
+    case rmaccUnhandledCudaError: return "unhandled cuda error";
+    case rmaccSystemError: return "unhandled system error";
+    case rmaccInternalError: return "internal error";
+    case rmaccInvalidArgument: return "invalid argument";
+    case rmaccInvalidUsage: return "invalid usage";
+    case rmaccRemoteError: return "remote process exited or there was a network error";
+    case rmaccInProgress: return "operation in progress";
+    case rmaccTimeout: return "operation timed out";
+    case rmaccNetworkError: return "network error";
+    default: return "unknown result code";
+  }
+}
+
+RMACC_API const char* rmaccGetLastError(rmaccComm_t comm) {
+  // The text must outlive the call: keep a per-thread copy of the communicator's text.
+  thread_local std::string copy;
+  if (comm && comm->magic == rmaccComm::kMagic && comm->impl) copy = comm->impl->lastError();
+  else copy = threadLastError();
+  return copy.c_str();
+}
+
+RMACC_API rmaccResult_t rmaccGetVersion(int* version) {
+  return guarded(nullptr, "rmaccGetVersion", [&] {
+    RMACC_ARG_CHECK(version, "version is NULL");
+    *version = RMACC_VERSION_CODE;
+  });
+}
+
+RMACC_API rmaccResult_t rmaccGetUniqueId(rmaccUniqueId* uniqueId) {
+  return guarded(nullptr, "rmaccGetUniqueId", [&] {
+    RMACC_ARG_CHECK(uniqueId, "uniqueId is NULL");
+    config();  // a malformed environment fails here, before any thread starts
+    createUniqueId(uniqueId);
+  });
+}
+
+RMACC_API rmaccResult_t rmaccCommInitRank(rmaccComm_t* comm, int nranks, rmaccUniqueId commId,
+                                          int rank) {
+  return guarded(nullptr, "rmaccCommInitRank", [&] {
+    RMACC_ARG_CHECK(comm, "comm is NULL");
+    *comm = nullptr;
+    auto c = std::make_unique<rmaccComm>();
+    c->impl = Comm::create(nranks, commId, rank);
+    *comm = c.release();
+  });
+}
+
+RMACC_API rmaccResult_t rmaccCommDestroy(rmaccComm_t comm) {
+  return guarded(nullptr, "rmaccCommDestroy", [&] {
+    commOf(comm);
+    comm->magic = 0;
+    delete comm;
+  });
+}
+
+RMACC_API rmaccResult_t rmaccCommAbort(rmaccComm_t comm) {
+  return guarded(nullptr, "rmaccCommAbort", [&] {
+    Comm& c = commOf(comm);
+    c.setAsyncError(rmaccRemoteError, "aborted by rmaccCommAbort");
+    c.abort();
+    comm->magic = 0;
+    delete comm;
+  });
+}
+
+RMACC_API rmaccResult_t rmaccCommGetAsyncError(rmaccComm_t comm, rmaccResult_t* asyncError) {
+  return guarded(comm, "rmaccCommGetAsyncError", [&] {
+    Comm& c = commOf(comm);
+    RMACC_ARG_CHECK(asyncError, "asyncError is NULL");
+    *asyncError = c.asyncError();
+  });
+}
+
+RMACC_API rmaccResult_t rmaccCommCount(rmaccComm_t comm, int* count) {
+  return guarded(comm, "rmaccCommCount", [&] {
+    Comm& c = commOf(comm);
+    RMACC_ARG_CHECK(count, "count is NULL");
+    *count = c.nRanks();
+  });
+}
+
+RMACC_API rmaccResult_t rmaccCommUserRank(rmaccComm_t comm, int* rank) {
+  return guarded(comm, "rmaccCommUserRank", [&] {
+    Comm& c = commOf(comm);
+    RMACC_ARG_CHECK(rank, "rank is NULL");
+    *rank = c.rank();
+  });
+}
+
+RMACC_API rmaccResult_t rmaccCommLocalInfo(rmaccComm_t comm, int* localRank, int* localSize,
+                                           int* node, int* nNodes) {
+  return guarded(comm, "rmaccCommLocalInfo", [&] {
+    Comm& c = commOf(comm);
+    const Topology& t = c.topo();
+    if (localRank) *localRank = t.localRankOf(c.rank());
+    if (localSize) *localSize = t.localSize();
+    if (node) *node = t.nodeOf(c.rank());
+    if (nNodes) *nNodes = t.nNodes();
+  });
+}
+
+RMACC_API size_t rmaccTypeSize(rmaccDataType_t datatype) {
+  switch (datatype) {
+    case rmaccInt8: case rmaccUint8: return 1;
+    case rmaccFloat16: case rmaccBfloat16: return 2;
+    case rmaccInt32: case rmaccUint32: case rmaccFloat32: return 4;
+    case rmaccInt64: case rmaccUint64: case rmaccFloat64: return 8;
+    default: return 0;
+  }
+}

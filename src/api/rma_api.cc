@@ -1,0 +1,150 @@
+// Memory, windows, streams and the one-sided primitives.
+#include "api/api_guard.h"
+#include "core/window.h"
+#include "exec/rma.h"
+#include "exec/collective.h"
+#include "exec/signal_space.h"
+
+using namespace rmacc;
+using namespace rmacc::api;
+
+namespace {
+
+void checkSignal(int sigIdx, int ctx) {
+  RMACC_ARG_CHECK(ctx >= 0 && ctx < RMACC_MAX_CONTEXTS, "ctx %d outside [0, %d)", ctx, RMACC_MAX_CONTEXTS);
+  RMACC_ARG_CHECK(sigIdx >= 0 && sigIdx < RMACC_MAX_SIGNALS, "sigIdx %d outside [0, %d)", sigIdx,
+                  RMACC_MAX_SIGNALS);
+}
+
+void checkPeer(const Comm& c, int peer) {
+  RMACC_ARG_CHECK(peer >= 0 && peer < c.nRanks(), "peer %d outside [0, %d)", peer, c.nRanks());
+}
+
+// Runs `enqueue` on the stream behind `handle`; for a synchronous (NULL host) stream, waits.
+template <class F>
+void onStream(Comm& c, rmaccStream_t handle, F&& enqueue) {
+  Stream& s = c.streamOf(handle);
+  enqueue(s);
+  if (c.synchronousStream(handle)) {
+    s.synchronize();
+    c.checkHealthy();
+  }
+}
+
+}  // namespace
+
+RMACC_API rmaccResult_t rmaccStreamCreate(rmaccComm_t comm, rmaccStream_t* stream) {
+  return guarded(comm, "rmaccStreamCreate", [&] {
+    Comm& c = commOf(comm);
+    RMACC_ARG_CHECK(stream, "stream is NULL");
+    *stream = c.createUserStream();
+  });
+}
+
+RMACC_API rmaccResult_t rmaccStreamSynchronize(rmaccComm_t comm, rmaccStream_t stream) {
+  return guarded(comm, "rmaccStreamSynchronize", [&] {
+    Comm& c = commOf(comm);
+    c.streamOf(stream).synchronize();
+    c.checkHealthy();
+    std::string text;
+    rmaccResult_t e = c.coll().takeAnyCallError(&text);
+    if (e != rmaccSuccess) throw Error(e, text);
+  });
+}
+
+RMACC_API rmaccResult_t rmaccStreamDestroy(rmaccComm_t comm, rmaccStream_t stream) {
+  return guarded(comm, "rmaccStreamDestroy", [&] { commOf(comm).destroyUserStream(stream); });
+}
+
+RMACC_API rmaccResult_t rmaccMemAlloc(rmaccComm_t comm, void** ptr, size_t size) {
+  return guarded(comm, "rmaccMemAlloc", [&] {
+    Comm& c = healthyComm(comm);
+    RMACC_ARG_CHECK(ptr, "ptr is NULL");
+    *ptr = c.windows().alloc(size);
+  });
+}
+
+RMACC_API rmaccResult_t rmaccMemFree(rmaccComm_t comm, void* ptr) {
+  return guarded(comm, "rmaccMemFree", [&] {
+    if (ptr) commOf(comm).windows().free(ptr);
+  });
+}
+
+RMACC_API rmaccResult_t rmaccCommWindowRegister(rmaccComm_t comm, void* buff, size_t size,
+                                                rmaccWindow_t* win) {
+  return guarded(comm, "rmaccCommWindowRegister", [&] {
+    Comm& c = healthyComm(comm);
+    RMACC_ARG_CHECK(win, "win is NULL");
+    *win = nullptr;
+    *win = c.windows().registerWindow(buff, size);
+  });
+}
+
+RMACC_API rmaccResult_t rmaccCommWindowDeregister(rmaccComm_t comm, rmaccWindow_t win) {
+  return guarded(comm, "rmaccCommWindowDeregister", [&] {
+    Comm& c = commOf(comm);
+    c.windows().deregisterWindow(&c.windows().get(win));
+  });
+}
+
+RMACC_API rmaccResult_t rmaccPutSignal(const void* localbuff, size_t count, rmaccDataType_t datatype,
+                                       int peer, rmaccWindow_t peerWin, size_t peerWinOffset,
+                                       int sigIdx, int ctx, unsigned int flags, rmaccComm_t comm,
+                                       rmaccStream_t stream) {
+  return guarded(comm, "rmaccPutSignal", [&] {
+    Comm& c = healthyComm(comm);
+    size_t esize = rmaccTypeSize(datatype);
+    RMACC_ARG_CHECK(esize > 0, "unknown datatype %d", (int)datatype);
+    checkPeer(c, peer);
+    checkSignal(sigIdx, ctx);
+    RMACC_ARG_CHECK(flags == 0, "flags %u: no flags are defined", flags);
+    RMACC_ARG_CHECK(count <= SIZE_MAX / esize, "count %zu overflows", count);
+    size_t bytes = count * esize;
+    RMACC_ARG_CHECK(localbuff || bytes == 0, "localbuff is NULL with count %zu", count);
+    Window& w = c.windows().get(peerWin);
+    const PeerTarget& t = w.peers[peer];
+    RMACC_ARG_CHECK(peerWinOffset <= t.size && bytes <= t.size - peerWinOffset,
+                    "%zu bytes at offset %zu do not fit rank %d's window of %zu bytes", bytes,
+                    peerWinOffset, peer, t.size);
+    onStream(c, stream, [&](Stream& s) {
+      c.rma().put(s, localbuff, bytes, peer, t, peerWinOffset, ctx, sigIdx);
+    });
+  });
+}
+
+RMACC_API rmaccResult_t rmaccSignal(int peer, int sigIdx, int ctx, unsigned int flags,
+                                    rmaccComm_t comm, rmaccStream_t stream) {
+  return guarded(comm, "rmaccSignal", [&] {
+    Comm& c = healthyComm(comm);
+    checkPeer(c, peer);
+    checkSignal(sigIdx, ctx);
+    RMACC_ARG_CHECK(flags == 0, "flags %u: no flags are defined", flags);
+    onStream(c, stream, [&](Stream& s) { c.rma().signal(s, peer, ctx, sigIdx); });
+  });
+}
+
+RMACC_API rmaccResult_t rmaccWaitSignal(int nDesc, const rmaccWaitSignalDesc_t* signalDescs,
+                                        rmaccComm_t comm, rmaccStream_t stream) {
+  return guarded(comm, "rmaccWaitSignal", [&] {
+    Comm& c = healthyComm(comm);
+    RMACC_ARG_CHECK(nDesc >= 0, "nDesc %d is negative", nDesc);
+    RMACC_ARG_CHECK(signalDescs || nDesc == 0, "signalDescs is NULL with nDesc %d", nDesc);
+    std::vector<SignalWait> waits;
+    // Check everything before consuming any expectation, so a rejected call changes nothing.
+    for (int i = 0; i < nDesc; ++i) {
+      const rmaccWaitSignalDesc_t& d = signalDescs[i];
+      checkPeer(c, d.peer);
+      checkSignal(d.sigIdx, d.ctx);
+      RMACC_ARG_CHECK(d.opCnt >= 0, "opCnt %d is negative", d.opCnt);
+      waits.push_back({d.peer, d.ctx, d.sigIdx, (uint64_t)d.opCnt});
+    }
+    onStream(c, stream, [&](Stream& s) { c.rma().wait(s, waits.data(), waits.size()); });
+  });
+}
+
+RMACC_API rmaccResult_t rmaccBarrier(rmaccComm_t comm, rmaccStream_t stream) {
+  return guarded(comm, "rmaccBarrier", [&] {
+    Comm& c = healthyComm(comm);
+    onStream(c, stream, [&](Stream& s) { c.rma().barrier(s, kCtxBarrier); });
+  });
+}

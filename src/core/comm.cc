@@ -1,0 +1,179 @@
+#include "core/comm.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/window.h"
+#include "exec/collective.h"
+#include "exec/rma.h"
+#include "exec/signal_space.h"
+
+namespace rmacc {
+
+namespace {
+
+// Fixed-size slot for exchanging variable-length names and addresses.
+struct NameRecord {
+  uint32_t size;
+  char bytes[256];
+};
+
+NameRecord toRecord(const std::vector<char>& v) {
+  NameRecord r{};
+  RMACC_ENFORCE(v.size() <= sizeof(r.bytes), "%zu-byte name", v.size());
+  r.size = (uint32_t)v.size();
+  memcpy(r.bytes, v.data(), v.size());
+  return r;
+}
+
+std::string localHostname(const Config& cfg) {
+  if (!cfg.hostname.empty()) return cfg.hostname;
+  char host[256] = {0};
+  RMACC_SYSCHECK(gethostname(host, sizeof(host) - 1), "gethostname");
+  return host;
+}
+
+}  // namespace
+
+std::unique_ptr<Comm> Comm::create(int nRanks, const rmaccUniqueId& id, int rank) {
+  RMACC_ARG_CHECK(nRanks > 0 && nRanks <= kMaxRanks, "nranks %d outside [1, %d]", nRanks, kMaxRanks);
+  RMACC_ARG_CHECK(rank >= 0 && rank < nRanks, "rank %d outside [0, %d)", rank, nRanks);
+  std::unique_ptr<Comm> comm(new Comm());
+  comm->init(nRanks, id, rank);
+  return comm;
+}
+
+void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
+  cfg_ = config();
+  rank_ = rank;
+  nRanks_ = nRanks;
+  setLogRank(rank);
+  bootstrap_ = createTcpBootstrap(id, rank, nRanks, cfg_.timeoutS);
+
+  std::string host = localHostname(cfg_);
+  std::vector<NameRecord> hosts(nRanks);
+  hosts[rank] = toRecord(std::vector<char>(host.begin(), host.end()));
+  bootstrap_->allGather(hosts.data(), sizeof(NameRecord));
+  std::vector<std::string> names(nRanks);
+  for (int r = 0; r < nRanks; ++r) names[r].assign(hosts[r].bytes, hosts[r].size);
+  topo_ = Topology::fromHostnames(names);
+  INFO(kSubsysInit, "topology: %s", topo_.describe().c_str());
+
+  backend_ = createBackend(cfg_.timeoutS);
+  signals_ = std::make_unique<SignalSpace>(*backend_, *bootstrap_, topo_, rank);
+  if (multiNode()) {
+    fabric_ = std::make_unique<Fabric>(cfg_.netProvider);
+    std::vector<NameRecord> addrs(nRanks);
+    addrs[rank] = toRecord(fabric_->address());
+    bootstrap_->allGather(addrs.data(), sizeof(NameRecord));
+    std::vector<std::vector<char>> peers(nRanks);
+    for (int r = 0; r < nRanks; ++r) peers[r].assign(addrs[r].bytes, addrs[r].bytes + addrs[r].size);
+    fabric_->insertPeers(peers);
+    proxy_ = startProxy(*fabric_, *backend_, rank, nRanks, signals_->proxyArray(),
+                        cfg_.maxPutBytes, cfg_.timeoutS);
+    INFO(kSubsysNet, "network provider %s", fabric_->providerName().c_str());
+  }
+  windows_ = std::make_unique<WindowRegistry>(*this);
+  rma_ = std::make_unique<RmaEngine>(*this);
+  coll_ = std::make_unique<CollectiveEngine>(*this);
+  bootstrap_->barrier();
+  INFO(kSubsysInit, "rank %d of %d ready: backend %s, node %d of %d, local rank %d of %d", rank,
+       nRanks, backend_->name(), topo_.nodeOf(rank), topo_.nNodes(), topo_.localRankOf(rank),
+       topo_.localSize());
+}
+
+Comm::~Comm() {
+  // Components go in the reverse order of their dependencies: the progress thread and the
+  // executor's streams first, the transport last.
+  coll_.reset();
+  {
+    std::lock_guard<std::mutex> lock(streamsMu_);
+    for (auto& [h, st] : userStreams_) {
+      try { st->synchronize(); } catch (...) {}
+    }
+    userStreams_.clear();
+  }
+  rma_.reset();
+  windows_.reset();
+  proxy_.reset();
+  fabric_.reset();
+  signals_.reset();
+  backend_.reset();
+  bootstrap_.reset();
+}
+
+void* Comm::createUserStream() {
+  auto s = backend_->createStream();
+  void* handle = s->handle();
+  std::lock_guard<std::mutex> lock(streamsMu_);
+  userStreams_[handle] = std::move(s);
+  return handle;
+}
+
+void Comm::destroyUserStream(void* handle) {
+  std::unique_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> lock(streamsMu_);
+    auto it = userStreams_.find(handle);
+    RMACC_ARG_CHECK(it != userStreams_.end(), "stream %p was not created by rmaccStreamCreate on this communicator", handle);
+    s = std::move(it->second);
+    userStreams_.erase(it);
+  }
+  s->synchronize();
+}
+
+Stream& Comm::streamOf(rmaccStream_t handle) {
+  Stream* s = backend_->userStream(handle);
+  RMACC_ARG_CHECK(s != nullptr, "stream %p is not a stream of this communicator's %s backend", handle,
+                  backend_->name());
+  return *s;
+}
+
+bool Comm::synchronousStream(rmaccStream_t handle) const {
+  return handle == nullptr && strcmp(backend_->name(), "host") == 0;
+}
+
+void Comm::setLastError(const std::string& text) {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  lastError_ = text;
+}
+
+std::string Comm::lastError() const {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  return lastError_;
+}
+
+void Comm::setAsyncError(rmaccResult_t code, const std::string& text) {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  if (asyncError_.load() != rmaccSuccess) return;  // the first error is the cause
+  asyncErrorText_ = text;
+  asyncError_.store(code);
+  WARN("communicator failed: %s", text.c_str());
+}
+
+rmaccResult_t Comm::asyncError() const {
+  rmaccResult_t e = (rmaccResult_t)asyncError_.load();
+  if (e != rmaccSuccess || !proxy_) return e;
+  std::string text;
+  rmaccResult_t pe = proxy_->error(&text);
+  if (pe != rmaccSuccess) const_cast<Comm*>(this)->setAsyncError(pe, "network: " + text);
+  return (rmaccResult_t)asyncError_.load();
+}
+
+void Comm::checkHealthy() const {
+  rmaccResult_t e = asyncError();
+  if (e == rmaccSuccess) return;
+  std::lock_guard<std::mutex> lock(errorMu_);
+  throw Error(e, "communicator failed earlier: " + asyncErrorText_);
+}
+
+void Comm::abort() {
+  if (bootstrap_) bootstrap_->abort();
+  if (proxy_) proxy_->abort();
+  if (backend_) backend_->abort();
+}
+
+}  // namespace rmacc

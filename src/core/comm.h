@@ -1,0 +1,92 @@
+// A communicator: the per-layer components of one rank, created collectively (MSCCL++'s
+// Communicator, without NCCL's god object). Setup lives here; the data path lives in exec/.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "core/topology.h"
+#include "net/fabric.h"
+#include "net/proxy.h"
+
+namespace rmacc {
+
+class SignalSpace;
+class WindowRegistry;
+class RmaEngine;
+class CollectiveEngine;
+
+class Comm {
+ public:
+  // Collective: every rank of the communicator calls it with the same id and nRanks.
+  static std::unique_ptr<Comm> create(int nRanks, const rmaccUniqueId& id, int rank);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return rank_; }
+  int nRanks() const { return nRanks_; }
+  const Topology& topo() const { return topo_; }
+  const Config& cfg() const { return cfg_; }
+  Backend& backend() { return *backend_; }
+  Bootstrap& bootstrap() { return *bootstrap_; }
+  Proxy* proxy() { return proxy_.get(); }  // nullptr on a single node
+  SignalSpace& signals() { return *signals_; }
+  WindowRegistry& windows() { return *windows_; }
+  RmaEngine& rma() { return *rma_; }
+  CollectiveEngine& coll() { return *coll_; }
+  bool multiNode() const { return topo_.nNodes() > 1; }
+
+  // Streams handed out by rmaccStreamCreate, owned here.
+  void* createUserStream();
+  void destroyUserStream(void* handle);
+  // The Stream behind a user's handle; throws rmaccInvalidArgument for an unknown one.
+  Stream& streamOf(rmaccStream_t handle);
+  // A NULL stream on the host backend means "return when done" (DESIGN.md §4).
+  bool synchronousStream(rmaccStream_t handle) const;
+
+  // The readable cause of the last failed call on this communicator (rmaccGetLastError).
+  void setLastError(const std::string& text);
+  std::string lastError() const;
+
+  // Fatal errors of background work (proxy, progress thread, streams): once set, every call
+  // fails with it (rmaccCommGetAsyncError reports it).
+  void setAsyncError(rmaccResult_t code, const std::string& text);
+  rmaccResult_t asyncError() const;
+  // Throws the async error, if any, so that calls on a broken communicator fail fast.
+  void checkHealthy() const;
+  void abort();
+
+ private:
+  Comm() = default;
+  void init(int nRanks, const rmaccUniqueId& id, int rank);
+
+  int rank_ = -1;
+  int nRanks_ = 0;
+  Config cfg_;
+  Topology topo_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Fabric> fabric_;
+  std::unique_ptr<Proxy> proxy_;
+  std::unique_ptr<SignalSpace> signals_;
+  std::unique_ptr<WindowRegistry> windows_;
+  std::unique_ptr<RmaEngine> rma_;
+  std::unique_ptr<CollectiveEngine> coll_;
+
+  std::mutex streamsMu_;
+  std::map<void*, std::unique_ptr<Stream>> userStreams_;
+  mutable std::mutex errorMu_;
+  std::string lastError_;
+  std::atomic<int> asyncError_{rmaccSuccess};
+  std::string asyncErrorText_;
+};
+
+}  // namespace rmacc

@@ -1,0 +1,69 @@
+// Memory peers can reach: rmaccMemAlloc allocations (mappable by the node's other ranks) and
+// registered windows (rmaccCommWindowRegister), which every rank knows how to write into:
+// through a mapping for ranks of its node, through a NIC registration for the others.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "net/fabric.h"
+
+struct rmaccWindow {};  // the public handle type; Window derives from it
+
+namespace rmacc {
+
+class Comm;
+
+// Where a peer's bytes can be written: `local` for a rank of this node (mapped pointer),
+// `remote` for a rank of another node (registered region). Offsets are added by the user.
+struct PeerTarget {
+  void* local = nullptr;
+  RemoteRegion remote;
+  size_t size = 0;
+};
+
+class Window : public rmaccWindow {
+ public:
+  void* base = nullptr;
+  size_t size = 0;
+  std::vector<PeerTarget> peers;  // by rank; peers[me].local == base
+  std::unique_ptr<MemoryRegion> mr;
+  std::vector<std::shared_ptr<Mapping>> mappings;
+};
+
+class WindowRegistry {
+ public:
+  explicit WindowRegistry(Comm& comm);
+  ~WindowRegistry();
+
+  void* alloc(size_t bytes);
+  void free(void* ptr);  // throws rmaccInvalidArgument for a pointer it did not allocate
+  // The allocation holding [ptr, ptr+bytes), and the offset of ptr in it; nullptr if none.
+  const Allocation* find(const void* ptr, size_t bytes, size_t* offset) const;
+
+  Window* registerWindow(void* buff, size_t bytes);  // collective
+  void deregisterWindow(Window* win);                // collective
+  // The window behind a public handle; throws rmaccInvalidArgument when it is not live.
+  Window& get(rmaccWindow_t win);
+
+  // Maps a peer's allocation (cached by handle: repeated calls return the same mapping).
+  std::shared_ptr<Mapping> importPeer(const ExportHandle& handle);
+  // Registers memory for remote writes (cached by range: the whole allocation when `ptr` lies
+  // in one). Requires a multi-node communicator.
+  RemoteRegion registerRemote(void* ptr, size_t bytes, uint64_t* offsetOut);
+
+ private:
+  Comm& comm_;
+  mutable std::mutex mu_;
+  std::map<const char*, std::unique_ptr<Allocation>> allocs_;  // by start address
+  std::map<Window*, std::unique_ptr<Window>> windows_;
+  std::map<std::string, std::weak_ptr<Mapping>> imports_;
+  std::map<const char*, std::unique_ptr<MemoryRegion>> nicRegions_;  // by start address
+};
+
+}  // namespace rmacc

@@ -1,0 +1,318 @@
+#include "exec/collective.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "exec/signal_space.h"
+#include "plan/planner.h"
+
+namespace rmacc {
+
+namespace {
+
+// What every rank contributes to a call's count exchange. Followed by three arrays of nRanks
+// u64: send bytes by destination, receive bytes by origin, and the offset in this rank's
+// receive target where the block from each origin must land.
+struct MetaHeader {
+  uint64_t seq;
+  uint32_t rejected;     // this rank's arguments were invalid: every rank skips the call
+  uint32_t exportable;   // `handle` maps the receive target for the node's other ranks
+  uint64_t targetBase;   // offset of the receive target in the exported allocation
+  RemoteRegion remote;   // the receive target for ranks of other nodes
+  HandleRecord handle;
+};
+
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr size_t kPlanCacheSize = 16;
+constexpr size_t kPeerMapCacheSize = 64;
+
+}  // namespace
+
+CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
+  const Topology& topo = comm.topo();
+  const int n = comm.nRanks();
+  doneAlloc_ = comm.backend().allocateHostVisible(sizeof(uint64_t));
+  doneFlag_ = static_cast<volatile uint64_t*>(doneAlloc_->ptr());
+  *doneFlag_ = 0;
+  peerRelay_.resize(n);
+  carry_.relaySteps.assign(n, 0);
+  // Relays exist only when data crosses nodes on a rail other than its destination's.
+  if (topo.nNodes() > 1 && topo.localSize() > 1) {
+    relayAlloc_ = comm.backend().allocate(comm.cfg().relayBytes);
+    relayMr_ = comm.proxy()->registerMemory(relayAlloc_->ptr(), relayAlloc_->size());
+    std::vector<RemoteRegion> regions(n);
+    regions[comm.rank()] = relayMr_->remote();
+    comm.bootstrap().allGather(regions.data(), sizeof(RemoteRegion));
+    for (int r = 0; r < n; ++r) peerRelay_[r].remote = regions[r];
+    INFO(kSubsysColl, "relay buffer %zu bytes in %d slots", relayAlloc_->size(),
+         comm.cfg().relaySlots);
+  }
+  executor_ = std::make_unique<Executor>(comm);
+  thread_ = std::thread([this] { progressLoop(); });
+}
+
+CollectiveEngine::~CollectiveEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  executor_.reset();
+}
+
+uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
+  Task task;
+  task.args = std::move(args);
+  std::lock_guard<std::mutex> lock(mu_);
+  task.seq = ++nextSeq_;
+  if (task.args.rejected.empty()) {
+    task.start = comm_.backend().createEvent();
+    user->record(*task.start);
+    WaitDesc w{doneFlag_, task.seq};
+    user->waitValues(&w, 1);
+  }
+  uint64_t seq = task.seq;
+  queue_.push_back(std::move(task));
+  cv_.notify_one();
+  return seq;
+}
+
+rmaccResult_t CollectiveEngine::takeCallError(uint64_t seq, std::string* text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = callErrors_.find(seq);
+  if (it == callErrors_.end()) return rmaccSuccess;
+  rmaccResult_t code = it->second.first;
+  if (text) *text = it->second.second;
+  callErrors_.erase(it);
+  return code;
+}
+
+rmaccResult_t CollectiveEngine::takeAnyCallError(std::string* text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = callErrors_.begin();
+  while (it != callErrors_.end() && it->first > *doneFlag_) ++it;
+  if (it == callErrors_.end()) return rmaccSuccess;
+  rmaccResult_t code = it->second.first;
+  if (text) *text = it->second.second;
+  callErrors_.erase(it);
+  return code;
+}
+
+void CollectiveEngine::fail(uint64_t seq, rmaccResult_t code, const std::string& text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  callErrors_[seq] = {code, text};
+}
+
+void CollectiveEngine::progressLoop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ with nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    try {
+      runTask(task);
+    } catch (const Error& e) {
+      // The exchange or the setup failed: the communicator cannot go on (a peer is gone or
+      // timed out). Release everything waiting on it with the error.
+      fail(task.seq, e.code(), e.what());
+      comm_.setAsyncError(e.code(), e.what());
+      comm_.abort();
+    } catch (const std::exception& e) {
+      fail(task.seq, rmaccInternalError, e.what());
+      comm_.setAsyncError(rmaccInternalError, e.what());
+      comm_.abort();
+    }
+  }
+}
+
+std::shared_ptr<const plan::Plan> CollectiveEngine::planFor(const std::vector<uint64_t>& bytes) {
+  const Config& cfg = comm_.cfg();
+  plan::Options opt;
+  opt.slots = cfg.relaySlots;
+  opt.slotBytes = cfg.relayBytes / cfg.relaySlots;
+  opt.maxPutBytes = cfg.maxPutBytes;
+  opt.entrySignals = cfg.entrySync == EntrySync::kSignals;
+  // The plan depends on the counts and, per relay, on the slot the next step uses and on
+  // whether earlier steps exist whose credits it must wait for.
+  std::string key(reinterpret_cast<const char*>(bytes.data()), bytes.size() * sizeof(uint64_t));
+  for (uint64_t steps : carry_.relaySteps) {
+    uint64_t k[2] = {steps % (uint64_t)opt.slots, std::min<uint64_t>(steps, opt.slots)};
+    key.append(reinterpret_cast<const char*>(k), sizeof(k));
+  }
+  for (auto it = planCache_.begin(); it != planCache_.end(); ++it) {
+    if (it->first != key) continue;
+    planCache_.splice(planCache_.begin(), planCache_, it);
+    return it->second;
+  }
+  auto p = std::make_shared<const plan::Plan>(
+      plan::makeAlltoallvPlan(comm_.topo(), bytes, opt, carry_));
+  if (cfg.dumpPlan) fprintf(stderr, "%s", p->dump(comm_.rank()).c_str());
+  planCache_.emplace_front(key, p);
+  if (planCache_.size() > kPlanCacheSize) planCache_.pop_back();
+  return p;
+}
+
+void CollectiveEngine::runTask(Task& task) {
+  const int n = comm_.nRanks(), me = comm_.rank();
+  const Topology& topo = comm_.topo();
+  AlltoallvArgs& a = task.args;
+  double t0 = seconds();
+
+  // Free staging buffers that no running call uses any more.
+  if (!retired_.empty() && *doneFlag_ >= retiredUntil_) retired_.clear();
+
+  // --- This rank's receive target: the user's buffer when it lies in memory peers can
+  // reach (rmaccMemAlloc), else the staging buffer, packed by origin.
+  bool bad = !a.rejected.empty();
+  uint64_t peerBytes = 0, span = 0;
+  for (int o = 0; o < n && !bad; ++o) {
+    if (o == me || a.recvBytes[o] == 0) continue;
+    peerBytes += a.recvBytes[o];
+    span = std::max(span, a.recvOffset[o] + a.recvBytes[o]);
+  }
+  std::vector<uint64_t> targetOffset(n, 0);
+  std::vector<CopyDesc> finish;
+  MetaHeader h{};
+  h.seq = task.seq;
+  h.rejected = bad;
+  if (!bad && peerBytes > 0) {
+    size_t allocOffset = 0;
+    const Allocation* alloc = comm_.windows().find(a.recvbuff, span, &allocOffset);
+    char* targetPtr;
+    if (alloc) {
+      targetPtr = static_cast<char*>(alloc->ptr());
+      h.targetBase = allocOffset;
+      targetOffset = a.recvOffset;
+      h.handle = HandleRecord::from(alloc->exportHandle());
+      if (comm_.multiNode()) {
+        uint64_t regOffset = 0;
+        h.remote = comm_.windows().registerRemote(a.recvbuff, span, &regOffset);
+        (void)regOffset;  // the region starts at the allocation, like targetBase
+      }
+    } else {
+      if (!staging_ || staging_->size() < peerBytes) {
+        if (staging_) {
+          retired_.push_back(std::move(staging_));
+          retiredUntil_ = task.seq - 1;
+        }
+        uint64_t size = std::max<uint64_t>(peerBytes + peerBytes / 2, 1 << 20);
+        staging_ = comm_.backend().allocate(size);
+        stagingMr_.reset();
+        if (comm_.multiNode()) stagingMr_ = comm_.proxy()->registerMemory(staging_->ptr(), size);
+        INFO(kSubsysColl, "receive staging grown to %llu bytes", (unsigned long long)size);
+      }
+      targetPtr = static_cast<char*>(staging_->ptr());
+      h.handle = HandleRecord::from(staging_->exportHandle());
+      if (stagingMr_) h.remote = stagingMr_->remote();
+      uint64_t packed = 0;
+      for (int o = 0; o < n; ++o) {
+        if (o == me || a.recvBytes[o] == 0) continue;
+        targetOffset[o] = packed;
+        finish.push_back({static_cast<char*>(a.recvbuff) + a.recvOffset[o], targetPtr + packed,
+                          a.recvBytes[o]});
+        packed += a.recvBytes[o];
+      }
+    }
+    h.exportable = 1;
+    (void)targetPtr;
+  }
+
+  // --- The count exchange: every rank learns every rank's counts and receive target.
+  const size_t recSize = sizeof(MetaHeader) + 3 * n * sizeof(uint64_t);
+  std::vector<char> all(recSize * n);
+  char* mine = all.data() + recSize * me;
+  memcpy(mine, &h, sizeof(h));
+  uint64_t* rows = reinterpret_cast<uint64_t*>(mine + sizeof(MetaHeader));
+  for (int p = 0; p < n; ++p) {
+    rows[p] = bad ? 0 : a.sendBytes[p];
+    rows[n + p] = bad ? 0 : a.recvBytes[p];
+    rows[2 * n + p] = targetOffset[p];
+  }
+  comm_.bootstrap().allGather(all.data(), recSize);
+  auto header = [&](int r) { return reinterpret_cast<const MetaHeader*>(all.data() + recSize * r); };
+  auto row = [&](int r) {
+    return reinterpret_cast<const uint64_t*>(all.data() + recSize * r + sizeof(MetaHeader));
+  };
+  lastMetaS_ = seconds() - t0;
+
+  // --- Validation: identical on every rank, so every rank reaches the same verdict.
+  std::string error;
+  rmaccResult_t code = rmaccSuccess;
+  for (int r = 0; r < n && error.empty(); ++r) {
+    RMACC_ENFORCE(header(r)->seq == task.seq, "rank %d is at call %llu, rank %d at %llu", r,
+                  (unsigned long long)header(r)->seq, me, (unsigned long long)task.seq);
+    if (header(r)->rejected) {
+      code = r == me ? rmaccInvalidArgument : rmaccInvalidUsage;
+      error = r == me ? a.rejected : strprintf("rank %d rejected its arguments of this call", r);
+    }
+  }
+  std::vector<uint64_t> bytes(n * n);
+  for (int i = 0; i < n && error.empty(); ++i) {
+    for (int j = 0; j < n; ++j) {
+      bytes[i * n + j] = row(i)[j];
+      if (row(i)[j] != row(j)[n + i]) {
+        code = rmaccInvalidUsage;
+        error = strprintf("count mismatch: rank %d sends %llu bytes to rank %d, which expects %llu",
+                          i, (unsigned long long)row(i)[j], j, (unsigned long long)row(j)[n + i]);
+        break;
+      }
+    }
+  }
+  if (!error.empty()) {
+    // Nothing moves; the user's stream is released in call order.
+    if (code == rmaccInvalidUsage) WARN("AlltoAllv call %llu: %s", (unsigned long long)task.seq, error.c_str());
+    if (!bad) fail(task.seq, code, error);
+    executor_->complete(doneFlag_, task.seq);
+    return;
+  }
+
+  // --- Plan and run.
+  std::shared_ptr<const plan::Plan> p = planFor(bytes);
+  for (int r = 0; r < n; ++r) carry_.relaySteps[r] += p->after.relaySteps[r] - p->before.relaySteps[r];
+
+  CallBuffers b;
+  b.send = static_cast<const char*>(a.sendbuff);
+  b.recv = static_cast<char*>(a.recvbuff);
+  b.sendOffset = a.sendOffset;
+  b.recvOffset = a.recvOffset;
+  b.relay = relayAlloc_ ? static_cast<char*>(relayAlloc_->ptr()) : nullptr;
+  b.peerRelay = peerRelay_;
+  b.peerRecv.resize(n);
+  b.peerRecvOffset.assign(n, std::vector<uint64_t>(n, 0));
+  for (int r = 0; r < n; ++r) {
+    if (r == me || !header(r)->exportable) continue;
+    const uint64_t* offsets = row(r) + 2 * n;
+    b.peerRecvOffset[r].assign(offsets, offsets + n);
+    for (uint64_t& off : b.peerRecvOffset[r]) off += header(r)->targetBase;
+    if (topo.sameNode(r, me)) {
+      b.peerRecv[r].local = peerMapping(header(r)->handle.handle())->ptr();
+    } else {
+      b.peerRecv[r].remote = header(r)->remote;
+    }
+  }
+  executor_->run(*p, b, *task.start, comm_.cfg().entrySync == EntrySync::kBarrier, finish,
+                 doneFlag_, task.seq, task.seq);
+}
+
+std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handle) {
+  std::string key(handle.begin(), handle.end());
+  auto it = peerMaps_.find(key);
+  if (it != peerMaps_.end()) return it->second;
+  if (peerMaps_.size() >= kPeerMapCacheSize) peerMaps_.clear();
+  auto m = comm_.windows().importPeer(handle);
+  peerMaps_[key] = m;
+  return m;
+}
+
+}  // namespace rmacc

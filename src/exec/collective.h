@@ -1,0 +1,94 @@
+// AlltoAllV and AlltoAll (DESIGN.md §2): the call enqueues and returns at once; the
+// communicator's progress thread exchanges the counts, checks them, plans (cached by shape)
+// and hands the plan to the executor. The user's stream waits, on the device, for a done flag
+// that the executor's join stream writes.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/window.h"
+#include "exec/executor.h"
+#include "exec/signal_space.h"
+#include "plan/plan.h"
+
+namespace rmacc {
+
+class Comm;
+
+struct AlltoallvArgs {
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  std::vector<uint64_t> sendBytes, sendOffset;  // by peer, in bytes
+  std::vector<uint64_t> recvBytes, recvOffset;
+  std::string rejected;  // non-empty: this rank's arguments were invalid (the reason)
+};
+
+class CollectiveEngine {
+ public:
+  explicit CollectiveEngine(Comm& comm);  // collective: sets up the relay buffer
+  ~CollectiveEngine();
+
+  // Enqueues the call on `user` and returns its sequence number. A call whose arguments were
+  // rejected locally still takes part in the count exchange, so that every rank skips it.
+  uint64_t alltoallv(Stream* user, AlltoallvArgs args);  // user may be NULL when rejected
+  // Once call `seq` is complete on the stream: its error (rmaccSuccess for a good call).
+  // The error of a call is reported once.
+  rmaccResult_t takeCallError(uint64_t seq, std::string* text);
+  // Errors of completed calls that nobody collected yet (rmaccStreamSynchronize reports them).
+  rmaccResult_t takeAnyCallError(std::string* text);
+  uint64_t relayBytes() const { return relayAlloc_ ? relayAlloc_->size() : 0; }
+  // Seconds the last call's count exchange took on the progress thread (benchmarks).
+  double lastMetadataSeconds() const { return lastMetaS_; }
+
+ private:
+  struct Task {
+    uint64_t seq;
+    AlltoallvArgs args;
+    std::unique_ptr<Event> start;
+  };
+  void progressLoop();
+  void runTask(Task& task);
+  void fail(uint64_t seq, rmaccResult_t code, const std::string& text);
+  std::shared_ptr<const plan::Plan> planFor(const std::vector<uint64_t>& bytes);
+  // A peer's receive target mapped here, cached by its export handle.
+  std::shared_ptr<Mapping> peerMapping(const ExportHandle& handle);
+
+  Comm& comm_;
+  std::unique_ptr<Allocation> doneAlloc_;
+  volatile uint64_t* doneFlag_ = nullptr;
+  std::unique_ptr<Allocation> relayAlloc_;
+  std::unique_ptr<MemoryRegion> relayMr_;
+  std::vector<PeerTarget> peerRelay_;
+  std::unique_ptr<Executor> executor_;
+
+  // Receive staging (DESIGN.md §4: any buffer works; windows take the zero-copy path).
+  std::unique_ptr<Allocation> staging_;
+  std::vector<std::unique_ptr<Allocation>> retired_;  // freed once the calls using them are done
+  uint64_t retiredUntil_ = 0;
+  std::unique_ptr<MemoryRegion> stagingMr_;
+  std::map<std::string, std::shared_ptr<Mapping>> peerMaps_;
+
+  plan::Carry carry_;
+  std::list<std::pair<std::string, std::shared_ptr<const plan::Plan>>> planCache_;  // LRU
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  uint64_t nextSeq_ = 0;
+  std::map<uint64_t, std::pair<rmaccResult_t, std::string>> callErrors_;
+  double lastMetaS_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace rmacc

@@ -1,0 +1,107 @@
+#include "exec/rma.h"
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "exec/signal_space.h"
+
+namespace rmacc {
+
+RmaEngine::RmaEngine(Comm& comm) : comm_(comm) {}
+
+ProxyQueue& RmaEngine::queueFor(Stream& stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = queues_.find(&stream);
+  if (it == queues_.end()) it = queues_.emplace(&stream, comm_.proxy()->createQueue()).first;
+  return *it->second;
+}
+
+void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
+  ProxyQueue& q = queueFor(stream);
+  uint64_t seq = q.post(put);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lastSeq_[&stream] = seq;
+  }
+  stream.writeValue(q.ready(), seq);
+  if (waitDone) {
+    WaitDesc w{q.done(), seq};
+    stream.waitValues(&w, 1);
+  }
+}
+
+void RmaEngine::waitProxyDone(Stream& stream) {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = lastSeq_.find(&stream);
+    if (it == lastSeq_.end()) return;
+    seq = it->second;
+  }
+  WaitDesc w{queueFor(stream).done(), seq};
+  stream.waitValues(&w, 1);
+}
+
+void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,
+                    const PeerTarget& target, uint64_t offset, int ctx, int sigIdx,
+                    bool waitDone) {
+  if (comm_.topo().sameNode(peer, comm_.rank())) {
+    if (bytes > 0) {
+      CopyDesc c{static_cast<char*>(target.local) + offset, src, bytes};
+      stream.copy(&c, 1);
+    }
+    comm_.signals().enqueueCeSignal(stream, peer, ctx, sigIdx);
+    return;
+  }
+  ProxyPut p;
+  p.peer = peer;
+  p.src = src;
+  p.bytes = bytes;
+  p.dst = target.remote;
+  p.dstOffset = offset;
+  p.ctx = ctx;
+  p.sigIdx = sigIdx;
+  proxyPut(stream, p, waitDone);
+}
+
+void RmaEngine::signal(Stream& stream, int peer, int ctx, int sigIdx, bool waitDone) {
+  put(stream, nullptr, 0, peer, PeerTarget{}, 0, ctx, sigIdx, waitDone);
+}
+
+void RmaEngine::wait(Stream& stream, const SignalWait* waits, size_t n) {
+  std::vector<WaitDesc> descs;
+  descs.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (waits[i].count == 0) continue;
+    descs.push_back(comm_.signals().consume(waits[i].peer, waits[i].ctx, waits[i].sigIdx,
+                                            waits[i].count));
+  }
+  if (!descs.empty()) stream.waitValues(descs.data(), descs.size());
+}
+
+void RmaEngine::barrier(Stream& stream, int ctx) {
+  const Topology& topo = comm_.topo();
+  const int me = comm_.rank();
+  const int node = topo.nodeOf(me);
+  std::vector<SignalWait> waits;
+  // Phase 1: the node. Every rank signals every other rank of its node and waits for them.
+  for (int l = 0; l < topo.localSize(); ++l) {
+    int peer = topo.rankAt(node, l);
+    if (peer == me) continue;
+    signal(stream, peer, ctx, 0);
+    waits.push_back({peer, ctx, 0, 1});
+  }
+  wait(stream, waits.data(), waits.size());
+  // Phase 2: the rail. A rank enters it only after its whole node arrived, so when its rail
+  // peers have signalled, every rank of every node has arrived.
+  waits.clear();
+  for (int other = 0; other < topo.nNodes(); ++other) {
+    if (other == node) continue;
+    int peer = topo.rankAt(other, topo.localRankOf(me));
+    signal(stream, peer, ctx, 1, /*waitDone=*/false);
+    waits.push_back({peer, ctx, 1, 1});
+  }
+  wait(stream, waits.data(), waits.size());
+  waitProxyDone(stream);
+}
+
+}  // namespace rmacc

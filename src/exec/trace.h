@@ -1,0 +1,28 @@
+// RMACC_TRACE_FILE: a Chrome/Perfetto trace (JSON array of events) of the ops each call runs,
+// one track per (rank, lane), so a person can see the batches and the pipeline. Times are when
+// each op started and finished on its stream (host callbacks around it, so tracing slows calls).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+namespace rmacc {
+
+class TraceWriter {
+ public:
+  TraceWriter(const std::string& path, int rank);  // path may hold %r for the rank
+  ~TraceWriter();
+  void op(uint64_t call, int batch, const char* lane, const char* name, int peer,
+          uint64_t bytes, double startUs, double durUs);
+  static double nowUs();
+
+ private:
+  std::mutex mu_;
+  FILE* f_ = nullptr;
+  int rank_;
+  bool first_ = true;
+};
+
+}  // namespace rmacc

@@ -1,0 +1,227 @@
+// AlltoAllV end to end on the host backend with real processes and libfabric tcp between
+// emulated nodes: every topology of the issue, every count pattern and datatype, malloc'd and
+// rmaccMemAlloc buffers, gapped and permuted displacements, consecutive calls, chunking with a
+// tiny relay, mismatched counts, and calls that never block on late peers.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include "api/api_guard.h"
+#include "exec/collective.h"
+#include "rmacc.h"
+#include "support/alltoallv_case.h"
+#include "support/comm_fixture.h"
+#include "support/multiprocess.h"
+
+namespace rmacc::test {
+namespace {
+
+struct Topo {
+  int nodes, local;
+};
+
+RunOptions optionsFor(Topo t, std::vector<std::pair<std::string, std::string>> extra = {}) {
+  RunOptions o;
+  // Not contiguous blocks: rank r sits on node r % nodes.
+  o.nodeOf = scatteredNodes(t.nodes, t.local);
+  o.timeoutS = 600;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"}};
+  for (auto& e : extra) o.env.push_back(e);
+  return o;
+}
+
+// Buffers of one call: malloc'd, or from rmaccMemAlloc (the zero-copy path).
+struct Buffers {
+  rmaccComm_t comm;
+  bool registered;
+  uint8_t* send = nullptr;
+  uint8_t* recv = nullptr;
+  Buffers(rmaccComm_t c, bool reg, size_t sendBytes, size_t recvBytes) : comm(c), registered(reg) {
+    sendBytes = std::max<size_t>(sendBytes, 1);
+    recvBytes = std::max<size_t>(recvBytes, 1);
+    if (reg) {
+      void *s, *r;
+      EXPECT_EQ(rmaccMemAlloc(c, &s, sendBytes), rmaccSuccess);
+      EXPECT_EQ(rmaccMemAlloc(c, &r, recvBytes), rmaccSuccess);
+      send = (uint8_t*)s, recv = (uint8_t*)r;
+    } else {
+      send = (uint8_t*)malloc(sendBytes);
+      recv = (uint8_t*)malloc(recvBytes);
+    }
+    memset(recv, kPoison, recvBytes);
+  }
+  ~Buffers() {
+    if (registered) rmaccMemFree(comm, send), rmaccMemFree(comm, recv);
+    else free(send), free(recv);
+  }
+};
+
+// One call: fill, run, check. Returns the wrong bytes.
+size_t oneCall(TestComm& comm, const std::vector<size_t>& counts, rmaccDataType_t type,
+               bool registered, uint64_t seed, rmaccStream_t stream) {
+  const int n = [&] { int x; rmaccCommCount(comm.get(), &x); return x; }();
+  const int me = [&] { int x; rmaccCommUserRank(comm.get(), &x); return x; }();
+  size_t esize = rmaccTypeSize(type);
+  Layout l = makeLayout(counts, n, me, seed);
+  Buffers b(comm.get(), registered, l.sendElems * esize, l.recvElems * esize);
+  fillSend(b.send, l, esize, me, seed);
+  rmaccResult_t r = rmaccAlltoAllv(b.send, l.sendcounts.data(), l.sdispls.data(), b.recv,
+                                   l.recvcounts.data(), l.rdispls.data(), type, comm.get(), stream);
+  EXPECT_EQ(r, rmaccSuccess) << comm.lastError();
+  if (stream) EXPECT_EQ(rmaccStreamSynchronize(comm.get(), stream), rmaccSuccess) << comm.lastError();
+  std::string first;
+  size_t wrong = checkRecv(b.recv, l, esize, me, seed, &first);
+  EXPECT_EQ(wrong, 0u) << "rank " << me << ": " << first;
+  return wrong;
+}
+
+using Case = std::tuple<Topo, Pattern, bool /*registered*/>;
+
+class AlltoallvCase : public testing::TestWithParam<Case> {};
+
+TEST_P(AlltoallvCase, ByteExact) {
+  auto [topo, pattern, registered] = GetParam();
+  const int n = topo.nodes * topo.local;
+  // Small relay slots so that multi-step rounds, chunks and credits run at these sizes.
+  RunOptions o = optionsFor(topo, {{"RMACC_RELAY_BYTES", "64K"}, {"RMACC_RELAY_SLOTS", "2"}});
+  runRanks(n, o, [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    for (int call = 0; call < 3; ++call) {
+      uint64_t seed = 1000 * (int)pattern + call;
+      rmaccDataType_t type = (rmaccDataType_t)((call + (int)pattern) % rmaccNumTypes);
+      auto counts = makeCounts(pattern, n, 3000 / rmaccTypeSize(type) + call * 17, seed);
+      // Alternate the user stream and the NULL stream (returns when done).
+      oneCall(comm, counts, type, registered, seed, call % 2 ? nullptr : comm.stream());
+    }
+  });
+}
+
+std::string caseName(const testing::TestParamInfo<Case>& info) {
+  auto [t, p, reg] = info.param;
+  return std::to_string(t.nodes) + "x" + std::to_string(t.local) + "_" + patternName(p) +
+         (reg ? "_memalloc" : "_malloc");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Topologies, AlltoallvCase,
+    testing::Combine(testing::Values(Topo{1, 8}, Topo{8, 1}, Topo{2, 2}, Topo{2, 4}, Topo{4, 2},
+                                     Topo{3, 3}),
+                     testing::Values(Pattern::kUniform, Pattern::kRandom, Pattern::kSparse,
+                                     Pattern::kHot, Pattern::kZipf),
+                     testing::Bool()),
+    caseName);
+
+TEST(Alltoallv, EveryDatatype) {
+  runRanks(4, optionsFor({2, 2}), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    for (int t = 0; t < rmaccNumTypes; ++t) {
+      auto counts = makeCounts(Pattern::kRandom, 4, 100, t);
+      oneCall(comm, counts, (rmaccDataType_t)t, t % 2, 77 + t, comm.stream());
+    }
+  });
+}
+
+TEST(Alltoallv, HundredConsecutiveCallsWithChangingCounts) {
+  for (Topo topo : {Topo{2, 2}, Topo{3, 3}}) {
+    const int n = topo.nodes * topo.local;
+    runRanks(n, optionsFor(topo, {{"RMACC_RELAY_BYTES", "16K"}, {"RMACC_RELAY_SLOTS", "3"}}),
+             [&](const RankContext& ctx) {
+               TestComm comm(ctx);
+               for (int call = 0; call < 100; ++call) {
+                 Pattern p = (Pattern)(call % 5);
+                 auto counts = makeCounts(p, n, 200 + 37 * (call % 7), 5000 + call);
+                 if (oneCall(comm, counts, rmaccFloat32, call % 3 == 0, 5000 + call,
+                             comm.stream()))
+                   return;
+               }
+             });
+  }
+}
+
+TEST(Alltoallv, AlltoAllUniform) {
+  runRanks(6, optionsFor({3, 2}), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int n = ctx.nRanks, me = ctx.rank;
+    const size_t count = 1000;
+    std::vector<int32_t> send(n * count), recv(n * count, -1);
+    for (int p = 0; p < n; ++p)
+      for (size_t k = 0; k < count; ++k) send[p * count + k] = me * 1000000 + p * 10000 + (int)k;
+    RMACC_ASSERT_OK(rmaccAlltoAll(send.data(), recv.data(), count, rmaccInt32, comm.get(), comm.stream()));
+    RMACC_ASSERT_OK(comm.sync());
+    for (int p = 0; p < n; ++p)
+      for (size_t k = 0; k < count; ++k)
+        ASSERT_EQ(recv[p * count + k], p * 1000000 + me * 10000 + (int)k) << "from " << p;
+  });
+}
+
+// At least 1 GiB in one call (4 ranks x 256 MiB) through a 1 MiB relay: hundreds of chunks,
+// each waiting for its credit. The relay allocation stays at RMACC_RELAY_BYTES.
+TEST(Alltoallv, OneGibibyteThroughATinyRelay) {
+  const Topo topo{2, 2};
+  runRanks(4, optionsFor(topo, {{"RMACC_RELAY_BYTES", "1M"}, {"RMACC_RELAY_SLOTS", "4"}}),
+           [&](const RankContext& ctx) {
+             TestComm comm(ctx);
+             auto counts = makeCounts(Pattern::kUniform, 4, (256u << 20) / 4 / 8, 9);
+             oneCall(comm, counts, rmaccFloat64, false, 9, comm.stream());
+             EXPECT_EQ(comm.get()->impl->coll().relayBytes(), 1u << 20);
+           });
+}
+
+TEST(Alltoallv, MismatchedCountsFailEverywhereAndTouchNothing) {
+  runRanks(4, optionsFor({2, 2}), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int n = 4, me = ctx.rank;
+    auto counts = makeCounts(Pattern::kRandom, n, 50, 3);
+    Layout l = makeLayout(counts, n, me, 3);
+    if (me == 2) l.recvcounts[1] += 1;  // rank 2 expects one element more from rank 1
+    std::vector<uint8_t> send(l.sendElems * 4 + 4), recv(l.recvElems * 4 + 4, kPoison);
+    fillSend(send.data(), l, 4, me, 3);
+    EXPECT_EQ(rmaccAlltoAllv(send.data(), l.sendcounts.data(), l.sdispls.data(), recv.data(),
+                             l.recvcounts.data(), l.rdispls.data(), rmaccFloat32, comm.get(),
+                             comm.stream()), rmaccSuccess);
+    EXPECT_EQ(comm.sync(), rmaccInvalidUsage);
+    EXPECT_NE(std::string(comm.lastError()).find("mismatch"), std::string::npos) << comm.lastError();
+    for (uint8_t byte : recv) ASSERT_EQ(byte, kPoison) << "a receive buffer was touched";
+    // Same again with the NULL stream: the call itself reports it.
+    EXPECT_EQ(rmaccAlltoAllv(send.data(), l.sendcounts.data(), l.sdispls.data(), recv.data(),
+                             l.recvcounts.data(), l.rdispls.data(), rmaccFloat32, comm.get(),
+                             nullptr), rmaccInvalidUsage);
+    // One rank's bad argument: it gets rmaccInvalidArgument, the others rmaccInvalidUsage.
+    rmaccResult_t r = rmaccAlltoAllv(me == 0 ? nullptr : send.data(), l.sendcounts.data(),
+                                     l.sdispls.data(), recv.data(), l.recvcounts.data(),
+                                     l.rdispls.data(), rmaccFloat32, comm.get(), nullptr);
+    EXPECT_EQ(r, me == 0 ? rmaccInvalidArgument : rmaccInvalidUsage) << comm.lastError();
+    // The communicator is still usable.
+    oneCall(comm, counts, rmaccFloat32, false, 4, comm.stream());
+  });
+}
+
+TEST(Alltoallv, CallsReturnWhileAPeerIsLate) {
+  runRanks(4, optionsFor({2, 2}), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    auto counts = makeCounts(Pattern::kUniform, 4, 1000, 1);
+    Layout l = makeLayout(counts, 4, ctx.rank, 1);
+    std::vector<uint8_t> send(l.sendElems * 4 + 4), recv(l.recvElems * 4 + 4, kPoison);
+    fillSend(send.data(), l, 4, ctx.rank, 1);
+    if (ctx.rank == 1) usleep(1500 * 1000);  // late for the second call... and the first
+    for (int call = 0; call < 2; ++call) {
+      auto t0 = std::chrono::steady_clock::now();
+      RMACC_ASSERT_OK(rmaccAlltoAllv(send.data(), l.sendcounts.data(), l.sdispls.data(),
+                                     recv.data(), l.recvcounts.data(), l.rdispls.data(),
+                                     rmaccFloat32, comm.get(), comm.stream()));
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_LT(ms, 200.0) << "rank " << ctx.rank << " call " << call << " blocked";
+    }
+    RMACC_ASSERT_OK(comm.sync());
+    std::string first;
+    EXPECT_EQ(checkRecv(recv.data(), l, 4, ctx.rank, 1, &first), 0u) << first;
+  });
+}
+
+}  // namespace
+}  // namespace rmacc::test

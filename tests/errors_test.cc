@@ -1,0 +1,170 @@
+// Bad input is rejected with a code and a reason and leaves the communicator usable; peers
+// that never arrive or die become errors within RMACC_TIMEOUT_S, never hangs.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rmacc.h"
+#include "support/comm_fixture.h"
+#include "support/multiprocess.h"
+
+namespace rmacc::test {
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+RunOptions netOptions(std::vector<int> nodeOf, double timeoutS = 120) {
+  RunOptions o;
+  o.nodeOf = std::move(nodeOf);
+  o.timeoutS = timeoutS;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"}};
+  return o;
+}
+
+// After a rejected call: a put and its wait still work (the communicator is usable).
+void expectUsable(TestComm& comm, rmaccWindow_t win, void* winPtr, int me, int n) {
+  uint64_t value = 0x1234567800000000ull | (uint64_t)me;
+  int peer = (me + 1) % n, from = (me + n - 1) % n;
+  ASSERT_EQ(rmaccPutSignal(&value, 1, rmaccUint64, peer, win, 0, 3, 1, 0, comm.get(),
+                           comm.stream()), rmaccSuccess) << comm.lastError();
+  rmaccWaitSignalDesc_t d{1, from, 3, 1};
+  ASSERT_EQ(rmaccWaitSignal(1, &d, comm.get(), comm.stream()), rmaccSuccess) << comm.lastError();
+  ASSERT_EQ(comm.sync(), rmaccSuccess) << comm.lastError();
+  EXPECT_EQ(*static_cast<uint64_t*>(winPtr), 0x1234567800000000ull | (uint64_t)from);
+  ASSERT_EQ(rmaccBarrier(comm.get(), comm.stream()), rmaccSuccess);
+  ASSERT_EQ(comm.sync(), rmaccSuccess);
+}
+
+class BadInput : public testing::TestWithParam<std::vector<int>> {};
+
+TEST_P(BadInput, RejectedWithReasonAndCommUsable) {
+  std::vector<int> nodeOf = GetParam();
+  runRanks((int)nodeOf.size(), netOptions(nodeOf), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int n = ctx.nRanks, me = ctx.rank;
+    void* mem = nullptr;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &mem, 4096));
+    rmaccWindow_t win;
+    RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), mem, 4096, &win));
+    uint64_t buf[8] = {};
+    rmaccComm_t c = comm.get();
+    rmaccStream_t s = comm.stream();
+    auto expectRejected = [&](rmaccResult_t r, const char* what, const char* needle) {
+      EXPECT_EQ(r, rmaccInvalidArgument) << what;
+      std::string text = rmaccGetLastError(c);
+      EXPECT_NE(text.find(needle), std::string::npos) << what << ": '" << text << "'";
+    };
+    expectRejected(rmaccPutSignal(buf, 1, rmaccUint64, n, win, 0, 0, 0, 0, c, s), "peer out of range", "peer");
+    expectRejected(rmaccPutSignal(buf, 1, rmaccUint64, -1, win, 0, 0, 0, 0, c, s), "negative peer", "peer");
+    expectRejected(rmaccPutSignal(buf, 8, rmaccUint64, 0, win, 4090, 0, 0, 0, c, s), "past window", "fit");
+    expectRejected(rmaccPutSignal(buf, 1024, rmaccFloat32, 0, win, 8, 0, 0, 0, c, s), "size past window", "fit");
+    expectRejected(rmaccPutSignal(nullptr, 4, rmaccUint64, 0, win, 0, 0, 0, 0, c, s), "NULL buffer", "NULL");
+    expectRejected(rmaccPutSignal(buf, 1, (rmaccDataType_t)77, 0, win, 0, 0, 0, 0, c, s), "bad datatype", "datatype");
+    rmaccWindow_t bogus = reinterpret_cast<rmaccWindow_t>(buf);
+    expectRejected(rmaccPutSignal(buf, 1, rmaccUint64, 0, bogus, 0, 0, 0, 0, c, s), "unregistered window", "not registered");
+    expectRejected(rmaccPutSignal(buf, 1, rmaccUint64, 0, win, 0, RMACC_MAX_SIGNALS, 0, 0, c, s), "sigIdx", "sigIdx");
+    expectRejected(rmaccSignal(0, 0, RMACC_MAX_CONTEXTS, 0, c, s), "ctx", "ctx");
+    rmaccWaitSignalDesc_t bad{1, n + 3, 0, 0};
+    expectRejected(rmaccWaitSignal(1, &bad, c, s), "wait on unknown peer", "peer");
+    rmaccWaitSignalDesc_t neg{-1, 0, 0, 0};
+    expectRejected(rmaccWaitSignal(1, &neg, c, s), "negative opCnt", "opCnt");
+    expectRejected(rmaccStreamSynchronize(c, reinterpret_cast<rmaccStream_t>(buf)), "unknown stream", "stream");
+    expectRejected(rmaccMemFree(c, buf), "free of foreign memory", "rmaccMemAlloc");
+    EXPECT_EQ(rmaccCommCount(nullptr, nullptr), rmaccInvalidArgument);
+    expectUsable(comm, win, mem, me, n);
+    RMACC_ASSERT_OK(rmaccCommWindowDeregister(c, win));
+    expectRejected(rmaccPutSignal(buf, 1, rmaccUint64, 0, win, 0, 0, 0, 0, c, s), "deregistered window", "not registered");
+    RMACC_ASSERT_OK(rmaccMemFree(c, mem));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Topologies, BadInput,
+                         testing::Values(std::vector<int>{0, 0}, std::vector<int>{0, 1},
+                                         std::vector<int>{0, 1, 0, 1}));
+
+TEST(Init, MalformedEnvironmentIsRejected) {
+  runRanks(1, RunOptions{{}, 60, 4096, {{"RMACC_RELAY_SLOTS", "one"}}}, [](const RankContext& ctx) {
+    rmaccComm_t comm = nullptr;
+    EXPECT_EQ(rmaccCommInitRank(&comm, 1, ctx.id, 0), rmaccInvalidArgument);
+    EXPECT_NE(std::string(rmaccGetLastError(nullptr)).find("RMACC_RELAY_SLOTS"), std::string::npos)
+        << rmaccGetLastError(nullptr);
+  });
+}
+
+TEST(Init, WrongSecretIsRefusedAndOthersTimeOut) {
+  RunOptions o{{}, 60, 4096, {{"RMACC_TIMEOUT_S", "3"}}};
+  runRanks(2, o, [](const RankContext& ctx) {
+    rmaccUniqueId id = ctx.id;
+    if (ctx.rank == 1) id.internal[8] ^= 0x5a;  // a byte of the secret
+    auto t0 = std::chrono::steady_clock::now();
+    rmaccComm_t comm = nullptr;
+    rmaccResult_t r = rmaccCommInitRank(&comm, 2, id, ctx.rank);
+    EXPECT_NE(r, rmaccSuccess) << "rank " << ctx.rank << " joined with a wrong secret";
+    if (ctx.rank == 0) EXPECT_EQ(r, rmaccTimeout) << rmaccGetLastError(nullptr);
+    EXPECT_LT(since(t0), 30.0);
+  });
+}
+
+TEST(Init, RankThatNeverArrivesTimesOut) {
+  RunOptions o{{}, 60, 4096, {{"RMACC_TIMEOUT_S", "2"}}};
+  runRanks(3, o, [](const RankContext& ctx) {
+    if (ctx.rank == 2) return;  // never calls init
+    auto t0 = std::chrono::steady_clock::now();
+    rmaccComm_t comm = nullptr;
+    EXPECT_EQ(rmaccCommInitRank(&comm, 3, ctx.id, ctx.rank), rmaccTimeout)
+        << rmaccGetLastError(nullptr);
+    double t = since(t0);
+    EXPECT_GE(t, 1.5);
+    EXPECT_LT(t, 20.0);
+  });
+}
+
+// A rank killed mid-test: every survivor's next synchronisation fails within the timeout.
+class DeadPeer : public testing::TestWithParam<std::vector<int>> {};
+
+TEST_P(DeadPeer, SurvivorsGetAnErrorWithinTimeout) {
+  std::vector<int> nodeOf = GetParam();
+  const int n = (int)nodeOf.size();
+  RunOptions o = netOptions(nodeOf);
+  o.env.push_back({"RMACC_TIMEOUT_S", "5"});
+  std::vector<int> status = runRanksStatus(n, o, [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    void* mem = nullptr;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &mem, 1 << 20));
+    rmaccWindow_t win;
+    RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), mem, 1 << 20, &win));
+    RMACC_ASSERT_OK(rmaccBarrier(comm.get(), comm.stream()));
+    RMACC_ASSERT_OK(comm.sync());
+    if (ctx.rank == n - 1) raise(SIGKILL);  // dies without a word
+    auto t0 = std::chrono::steady_clock::now();
+    rmaccResult_t r = rmaccSuccess;
+    std::vector<char> data(1 << 16, 1);
+    for (int i = 0; i < 1000 && r == rmaccSuccess; ++i) {
+      int peer = (ctx.rank + 1 + i) % n;
+      rmaccPutSignal(data.data(), data.size(), rmaccUint8, peer, win, 0, 0, 0, 0, comm.get(), comm.stream());
+      rmaccBarrier(comm.get(), comm.stream());
+      r = comm.sync();
+    }
+    EXPECT_NE(r, rmaccSuccess);
+    EXPECT_TRUE(r == rmaccRemoteError || r == rmaccTimeout || r == rmaccNetworkError)
+        << rmaccGetErrorString(r);
+    EXPECT_LT(since(t0), 5.0 + 10.0) << "error took longer than the timeout";
+    rmaccCommAbort(comm.get());
+    _exit(::testing::Test::HasFailure() ? 1 : 0);  // the fixture must not destroy it again
+  });
+  for (int r = 0; r < n - 1; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+  EXPECT_EQ(status[n - 1], 128 + SIGKILL);
+}
+
+INSTANTIATE_TEST_SUITE_P(Topologies, DeadPeer,
+                         testing::Values(std::vector<int>{0, 0, 0}, std::vector<int>{0, 1, 0, 1}));
+
+}  // namespace
+}  // namespace rmacc::test

@@ -1,0 +1,194 @@
+// The one-sided primitives through the public API, in real processes: puts and signals inside
+// a node (CE path) and across emulated nodes (proxy path over libfabric tcp on loopback),
+// the barrier, bad input, and failing peers.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "rmacc.h"
+#include "support/comm_fixture.h"
+#include "support/multiprocess.h"
+
+namespace rmacc::test {
+namespace {
+
+struct Shape {
+  int nodes;
+  int local;
+  bool scattered;
+};
+
+std::string shapeName(const testing::TestParamInfo<Shape>& info) {
+  return std::to_string(info.param.nodes) + "x" + std::to_string(info.param.local) +
+         (info.param.scattered ? "_scattered" : "");
+}
+
+RunOptions optionsFor(const Shape& s, double timeoutS = 600) {
+  RunOptions o;
+  o.nodeOf = s.scattered ? scatteredNodes(s.nodes, s.local) : blockNodes(s.nodes, s.local);
+  o.timeoutS = timeoutS;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"}};
+  return o;
+}
+
+// The schedule every rank derives from the seed: in round k, rank r puts `size` bytes at
+// `offset` into the window of rank (r + shift) % n.
+struct PutPlan {
+  int shift;
+  size_t size;
+  size_t offset;
+  int ctx;
+  int sig;
+};
+
+PutPlan planFor(int round, int sender, int n, size_t window, size_t maxSize) {
+  std::mt19937_64 rng((uint64_t)round * 7919 + sender);
+  PutPlan p;
+  p.shift = 1 + (int)(round % std::max(1, n - 1));
+  if (n == 1) p.shift = 0;
+  // Log-uniform sizes: many small puts, a few large ones, and zero.
+  double lg = std::uniform_real_distribution<double>(-1, std::log2((double)maxSize))(rng);
+  p.size = lg < 0 ? 0 : std::min(maxSize, (size_t)std::exp2(lg));
+  p.offset = std::uniform_int_distribution<size_t>(0, window - p.size)(rng);
+  p.ctx = (int)(rng() % RMACC_MAX_CONTEXTS);
+  p.sig = (int)(rng() % RMACC_MAX_SIGNALS);
+  return p;
+}
+
+void randomPuts(const RankContext& ctx, int rounds, size_t maxSize) {
+  TestComm comm(ctx);
+  const int n = ctx.nRanks, me = ctx.rank;
+  const size_t window = maxSize + 4096;
+  void* win = nullptr;
+  RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &win, window));
+  rmaccWindow_t handle;
+  RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), win, window, &handle));
+  std::vector<uint8_t> src(maxSize);
+  for (int round = 0; round < rounds; ++round) {
+    PutPlan mine = planFor(round, me, n, window, maxSize);
+    int peer = (me + mine.shift) % n;
+    for (size_t i = 0; i < mine.size; ++i) src[i] = patternByte(me, peer, i, round);
+    RMACC_ASSERT_OK(rmaccPutSignal(src.data(), mine.size, rmaccUint8, peer, handle, mine.offset,
+                                   mine.sig, mine.ctx, 0, comm.get(), comm.stream()));
+    // The rank that puts into me this round.
+    int from = -1;
+    PutPlan theirs{};
+    for (int r = 0; r < n; ++r) {
+      PutPlan p = planFor(round, r, n, window, maxSize);
+      if ((r + p.shift) % n == me) from = r, theirs = p;
+    }
+    ASSERT_GE(from, 0);
+    rmaccWaitSignalDesc_t d{1, from, theirs.sig, theirs.ctx};
+    RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm.get(), comm.stream()));
+    RMACC_ASSERT_OK(comm.sync());
+    const uint8_t* got = static_cast<const uint8_t*>(win) + theirs.offset;
+    for (size_t i = 0; i < theirs.size; ++i) {
+      if (got[i] != patternByte(from, me, i, round)) {
+        ADD_FAILURE() << "round " << round << ": byte " << i << " of " << theirs.size
+                      << " from rank " << from << " is wrong";
+        break;
+      }
+    }
+    // Nobody reuses a window before its owner has checked it.
+    RMACC_ASSERT_OK(rmaccBarrier(comm.get(), comm.stream()));
+    RMACC_ASSERT_OK(comm.sync());
+  }
+  RMACC_ASSERT_OK(rmaccCommWindowDeregister(comm.get(), handle));
+  RMACC_ASSERT_OK(rmaccMemFree(comm.get(), win));
+}
+
+class RmaTopology : public testing::TestWithParam<Shape> {};
+
+TEST_P(RmaTopology, RandomPutsVerifiedAtSignal) {
+  Shape s = GetParam();
+  int n = s.nodes * s.local;
+  runRanks(n, optionsFor(s), [&](const RankContext& ctx) { randomPuts(ctx, 24, 64 << 20); });
+}
+
+TEST_P(RmaTopology, BarrierHoldsEveryRank) {
+  Shape s = GetParam();
+  const int n = s.nodes * s.local, iters = 1000;
+  RunOptions o = optionsFor(s);
+  o.sharedBytes = iters * sizeof(std::atomic<int>);
+  runRanks(n, o, [&](const RankContext& ctx) {
+    auto* arrived = static_cast<std::atomic<int>*>(ctx.shared);
+    TestComm comm(ctx);
+    std::mt19937 rng(ctx.rank);
+    for (int i = 0; i < iters; ++i) {
+      usleep(rng() % 300);
+      arrived[i].fetch_add(1);
+      RMACC_ASSERT_OK(rmaccBarrier(comm.get(), comm.stream()));
+      RMACC_ASSERT_OK(comm.sync());
+      ASSERT_EQ(arrived[i].load(), n) << "rank " << ctx.rank << " left barrier " << i << " early";
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RmaTopology,
+                         testing::Values(Shape{1, 2, false}, Shape{1, 4, false}, Shape{1, 8, false},
+                                         Shape{2, 1, false}, Shape{2, 2, false}, Shape{4, 2, true},
+                                         Shape{3, 3, true}),
+                         shapeName);
+
+// 10,000 small puts in batches of 100; the resident size must not grow.
+class RmaSoak : public testing::TestWithParam<Shape> {};
+
+TEST_P(RmaSoak, TenThousandPutsWithoutGrowth) {
+  Shape s = GetParam();
+  runRanks(2, optionsFor(s), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int batch = 100, batches = 100;
+    const size_t slot = 4096;
+    void* win = nullptr;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &win, slot * batch));
+    rmaccWindow_t handle;
+    RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), win, slot * batch, &handle));
+    std::vector<uint8_t> src(slot * batch);
+    std::mt19937 rng(42);
+    size_t rssAfterWarmup = 0;
+    for (int b = 0; b < batches; ++b) {
+      std::vector<size_t> sizes(batch);
+      for (auto& sz : sizes) sz = rng() % (slot + 1);
+      if (ctx.rank == 0) {
+        for (int i = 0; i < batch; ++i) {
+          uint8_t* p = src.data() + i * slot;
+          for (size_t k = 0; k < sizes[i]; ++k) p[k] = patternByte(b, i, k);
+          RMACC_ASSERT_OK(rmaccPutSignal(p, sizes[i], rmaccUint8, 1, handle, i * slot, 0, 0, 0,
+                                         comm.get(), comm.stream()));
+        }
+        rmaccWaitSignalDesc_t ack{1, 1, 1, 0};
+        RMACC_ASSERT_OK(rmaccWaitSignal(1, &ack, comm.get(), comm.stream()));
+        RMACC_ASSERT_OK(comm.sync());
+      } else {
+        rmaccWaitSignalDesc_t d{batch, 0, 0, 0};
+        RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm.get(), comm.stream()));
+        RMACC_ASSERT_OK(comm.sync());
+        for (int i = 0; i < batch; ++i) {
+          const uint8_t* p = static_cast<const uint8_t*>(win) + i * slot;
+          for (size_t k = 0; k < sizes[i]; ++k)
+            if (p[k] != patternByte(b, i, k)) {
+              ADD_FAILURE() << "batch " << b << " put " << i << " byte " << k;
+              return;
+            }
+        }
+        RMACC_ASSERT_OK(rmaccSignal(0, 1, 0, 0, comm.get(), comm.stream()));
+        RMACC_ASSERT_OK(comm.sync());
+      }
+      if (b == 10) rssAfterWarmup = residentBytes();
+    }
+    EXPECT_LT(residentBytes(), rssAfterWarmup + (8u << 20)) << "resident memory grew";
+    RMACC_ASSERT_OK(rmaccCommWindowDeregister(comm.get(), handle));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, RmaSoak, testing::Values(Shape{1, 2, false}, Shape{2, 1, false}),
+                         shapeName);
+
+}  // namespace
+}  // namespace rmacc::test
