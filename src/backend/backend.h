@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +66,10 @@ class Stream {
   virtual void record(Event& event) = 0;
   // Holds later work until the work recorded in `event` is complete.
   virtual void waitEvent(Event& event) = 0;
+  // Runs `fn` on a CPU thread once all earlier work of this stream is done; later work waits
+  // for it to return (cudaLaunchHostFunc). Used for traces only, never on the data path: fn
+  // must not call back into the backend. Default: runs fn at enqueue time.
+  virtual void hostCallback(std::function<void()> fn) { fn(); }
   // Blocks the caller until all enqueued work is done. Throws Error: rmaccTimeout when a wait
   // did not finish within the timeout, the stored error when the stream failed.
   virtual void synchronize() = 0;
@@ -84,6 +89,10 @@ class Backend {
   // Memory both this process's streams and its CPU threads read and write (signals written
   // by the proxy, ready/done flags): pinned and device-mapped host memory on CUDA.
   virtual std::unique_ptr<Allocation> allocateHostVisible(size_t bytes) = 0;
+  // Memory the network can read and write without help (relay, staging for remote writers):
+  // host memory; on CUDA without a GPU-direct provider, pinned host memory.
+  virtual std::unique_ptr<Allocation> allocateNicVisible(size_t bytes) { return allocate(bytes); }
+  virtual bool nicAccessible(const void* ptr) const { return isHostMemory(ptr); }
   virtual std::unique_ptr<Stream> createStream() = 0;
   // The Stream behind a user's rmaccStream_t; nullptr when it is not one this backend knows
   // (the caller reports rmaccInvalidArgument). NULL means the backend's default stream.

@@ -19,9 +19,9 @@ namespace {
 struct MetaHeader {
   uint64_t seq;
   uint32_t rejected;     // this rank's arguments were invalid: every rank skips the call
-  uint32_t exportable;   // `handle` maps the receive target for the node's other ranks
-  uint64_t targetBase;   // offset of the receive target in the exported allocation
-  RemoteRegion remote;   // the receive target for ranks of other nodes
+  uint32_t exportable;   // `handle` maps the target of blocks written by this node's ranks
+  uint64_t targetBase;   // offset of that target in the exported allocation
+  RemoteRegion remote;   // the target of blocks written by rail peers of other nodes
   HandleRecord handle;
 };
 
@@ -44,7 +44,7 @@ CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
   carry_.relaySteps.assign(n, 0);
   // Relays exist only when data crosses nodes on a rail other than its destination's.
   if (topo.nNodes() > 1 && topo.localSize() > 1) {
-    relayAlloc_ = comm.backend().allocate(comm.cfg().relayBytes);
+    relayAlloc_ = comm.backend().allocateNicVisible(comm.cfg().relayBytes);
     relayMr_ = comm.proxy()->registerMemory(relayAlloc_->ptr(), relayAlloc_->size());
     std::vector<RemoteRegion> regions(n);
     regions[comm.rank()] = relayMr_->remote();
@@ -53,6 +53,10 @@ CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
     INFO(kSubsysColl, "relay buffer %zu bytes in %d slots", relayAlloc_->size(),
          comm.cfg().relaySlots);
   }
+  Backend& be = comm.backend();
+  localStaging_ = std::make_unique<StagingBuffer>([&be](size_t b) { return be.allocate(b); }, nullptr);
+  remoteStaging_ = std::make_unique<StagingBuffer>(
+      [&be](size_t b) { return be.allocateNicVisible(b); }, comm.proxy());
   executor_ = std::make_unique<Executor>(comm);
   thread_ = std::thread([this] { progressLoop(); });
 }
@@ -163,70 +167,87 @@ std::shared_ptr<const plan::Plan> CollectiveEngine::planFor(const std::vector<ui
   return p;
 }
 
+// Where this rank's receive blocks land this call. A block from origin o is written by o itself
+// when o is a rail peer on another node (the network writes it), else by a rank of this node
+// (o, or the relay that forwards o's data): each kind goes to memory that writer can reach.
+struct CollectiveEngine::Targets {
+  MetaHeader header{};
+  std::vector<uint64_t> offset;  // by origin, in the target its writer uses
+  std::vector<CopyDesc> finish;  // staged blocks to copy into the caller's buffer
+};
+
+void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
+  const int n = comm_.nRanks(), me = comm_.rank();
+  const Topology& topo = comm_.topo();
+  const AlltoallvArgs& a = task.args;
+  t.offset.assign(n, 0);
+  auto remoteWriter = [&](int o) {
+    return !topo.sameNode(o, me) && topo.localRankOf(o) == topo.localRankOf(me);
+  };
+  uint64_t localBytes = 0, remoteBytes = 0, span = 0;
+  for (int o = 0; o < n; ++o) {
+    if (o == me || a.recvBytes[o] == 0) continue;
+    (remoteWriter(o) ? remoteBytes : localBytes) += a.recvBytes[o];
+    span = std::max(span, a.recvOffset[o] + a.recvBytes[o]);
+  }
+  size_t allocOffset = 0;
+  const Allocation* alloc = span ? comm_.windows().find(a.recvbuff, span, &allocOffset) : nullptr;
+  bool localDirect = alloc != nullptr;
+  bool remoteDirect = alloc && comm_.backend().nicAccessible(a.recvbuff);
+  uint64_t done = *doneFlag_;
+  char* localStage = nullptr;
+  char* remoteStage = nullptr;
+  if (localBytes > 0) {
+    t.header.exportable = 1;
+    if (localDirect) {
+      t.header.handle = HandleRecord::from(alloc->exportHandle());
+      t.header.targetBase = allocOffset;
+    } else {
+      localStage = localStaging_->reserve(localBytes, task.seq, done);
+      t.header.handle = HandleRecord::from(localStaging_->allocation().exportHandle());
+    }
+  }
+  if (remoteBytes > 0) {
+    if (remoteDirect) {
+      uint64_t regOffset = 0;
+      t.header.remote = comm_.windows().registerRemote(a.recvbuff, span, &regOffset);
+      t.header.remote.base += regOffset;  // offsets below are relative to recvbuff
+    } else {
+      remoteStage = remoteStaging_->reserve(remoteBytes, task.seq, done);
+      t.header.remote = remoteStaging_->remote();
+    }
+  }
+  uint64_t packedLocal = 0, packedRemote = 0;
+  for (int o = 0; o < n; ++o) {
+    if (o == me || a.recvBytes[o] == 0) continue;
+    bool remote = remoteWriter(o);
+    char* stage = remote ? remoteStage : localStage;
+    if (!stage) {
+      t.offset[o] = a.recvOffset[o];
+      continue;
+    }
+    uint64_t& packed = remote ? packedRemote : packedLocal;
+    t.offset[o] = packed;
+    t.finish.push_back({static_cast<char*>(a.recvbuff) + a.recvOffset[o], stage + packed,
+                        a.recvBytes[o]});
+    packed += a.recvBytes[o];
+  }
+}
+
 void CollectiveEngine::runTask(Task& task) {
   const int n = comm_.nRanks(), me = comm_.rank();
   const Topology& topo = comm_.topo();
   AlltoallvArgs& a = task.args;
   double t0 = seconds();
-
-  // Free staging buffers that no running call uses any more.
-  if (!retired_.empty() && *doneFlag_ >= retiredUntil_) retired_.clear();
-
-  // --- This rank's receive target: the user's buffer when it lies in memory peers can
-  // reach (rmaccMemAlloc), else the staging buffer, packed by origin.
   bool bad = !a.rejected.empty();
-  uint64_t peerBytes = 0, span = 0;
-  for (int o = 0; o < n && !bad; ++o) {
-    if (o == me || a.recvBytes[o] == 0) continue;
-    peerBytes += a.recvBytes[o];
-    span = std::max(span, a.recvOffset[o] + a.recvBytes[o]);
-  }
-  std::vector<uint64_t> targetOffset(n, 0);
-  std::vector<CopyDesc> finish;
-  MetaHeader h{};
+  Targets targets;
+  if (!bad) chooseTargets(task, targets);
+  else targets.offset.assign(n, 0);
+  MetaHeader& h = targets.header;
   h.seq = task.seq;
   h.rejected = bad;
-  if (!bad && peerBytes > 0) {
-    size_t allocOffset = 0;
-    const Allocation* alloc = comm_.windows().find(a.recvbuff, span, &allocOffset);
-    char* targetPtr;
-    if (alloc) {
-      targetPtr = static_cast<char*>(alloc->ptr());
-      h.targetBase = allocOffset;
-      targetOffset = a.recvOffset;
-      h.handle = HandleRecord::from(alloc->exportHandle());
-      if (comm_.multiNode()) {
-        uint64_t regOffset = 0;
-        h.remote = comm_.windows().registerRemote(a.recvbuff, span, &regOffset);
-        (void)regOffset;  // the region starts at the allocation, like targetBase
-      }
-    } else {
-      if (!staging_ || staging_->size() < peerBytes) {
-        if (staging_) {
-          retired_.push_back(std::move(staging_));
-          retiredUntil_ = task.seq - 1;
-        }
-        uint64_t size = std::max<uint64_t>(peerBytes + peerBytes / 2, 1 << 20);
-        staging_ = comm_.backend().allocate(size);
-        stagingMr_.reset();
-        if (comm_.multiNode()) stagingMr_ = comm_.proxy()->registerMemory(staging_->ptr(), size);
-        INFO(kSubsysColl, "receive staging grown to %llu bytes", (unsigned long long)size);
-      }
-      targetPtr = static_cast<char*>(staging_->ptr());
-      h.handle = HandleRecord::from(staging_->exportHandle());
-      if (stagingMr_) h.remote = stagingMr_->remote();
-      uint64_t packed = 0;
-      for (int o = 0; o < n; ++o) {
-        if (o == me || a.recvBytes[o] == 0) continue;
-        targetOffset[o] = packed;
-        finish.push_back({static_cast<char*>(a.recvbuff) + a.recvOffset[o], targetPtr + packed,
-                          a.recvBytes[o]});
-        packed += a.recvBytes[o];
-      }
-    }
-    h.exportable = 1;
-    (void)targetPtr;
-  }
+  const std::vector<uint64_t>& targetOffset = targets.offset;
+  const std::vector<CopyDesc>& finish = targets.finish;
 
   // --- The count exchange: every rank learns every rank's counts and receive target.
   const size_t recSize = sizeof(MetaHeader) + 3 * n * sizeof(uint64_t);
@@ -294,9 +315,9 @@ void CollectiveEngine::runTask(Task& task) {
     if (r == me || !header(r)->exportable) continue;
     const uint64_t* offsets = row(r) + 2 * n;
     b.peerRecvOffset[r].assign(offsets, offsets + n);
-    for (uint64_t& off : b.peerRecvOffset[r]) off += header(r)->targetBase;
     if (topo.sameNode(r, me)) {
-      b.peerRecv[r].local = peerMapping(header(r)->handle.handle())->ptr();
+      b.peerRecv[r].local =
+          static_cast<char*>(peerMapping(header(r)->handle.handle())->ptr()) + header(r)->targetBase;
     } else {
       b.peerRecv[r].remote = header(r)->remote;
     }

@@ -19,6 +19,7 @@
 #include "core/window.h"
 #include "exec/executor.h"
 #include "exec/signal_space.h"
+#include "exec/staging.h"
 #include "plan/plan.h"
 
 namespace rmacc {
@@ -58,6 +59,8 @@ class CollectiveEngine {
   };
   void progressLoop();
   void runTask(Task& task);
+  struct Targets;
+  void chooseTargets(const Task& task, Targets& t);
   void fail(uint64_t seq, rmaccResult_t code, const std::string& text);
   std::shared_ptr<const plan::Plan> planFor(const std::vector<uint64_t>& bytes);
   // A peer's receive target mapped here, cached by its export handle.
@@ -71,11 +74,11 @@ class CollectiveEngine {
   std::vector<PeerTarget> peerRelay_;
   std::unique_ptr<Executor> executor_;
 
-  // Receive staging (DESIGN.md §4: any buffer works; windows take the zero-copy path).
-  std::unique_ptr<Allocation> staging_;
-  std::vector<std::unique_ptr<Allocation>> retired_;  // freed once the calls using them are done
-  uint64_t retiredUntil_ = 0;
-  std::unique_ptr<MemoryRegion> stagingMr_;
+  // Receive staging (DESIGN.md §4: any buffer works; rmaccMemAlloc memory takes the
+  // zero-copy path): for blocks written by ranks of this node (mappable memory) and for
+  // blocks written by rail peers of other nodes (memory the network reaches).
+  std::unique_ptr<StagingBuffer> localStaging_;
+  std::unique_ptr<StagingBuffer> remoteStaging_;
   std::map<std::string, std::shared_ptr<Mapping>> peerMaps_;
 
   plan::Carry carry_;

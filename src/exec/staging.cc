@@ -1,0 +1,22 @@
+#include "exec/staging.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace rmacc {
+
+char* StagingBuffer::reserve(uint64_t bytes, uint64_t seq, uint64_t done) {
+  std::erase_if(retired_, [&](const Retired& r) { return r.lastUser <= done; });
+  if (!current_ || current_->size() < bytes) {
+    if (current_) retired_.push_back({std::move(current_), std::move(mr_), seq - 1});
+    // Grow by half again, so that slowly growing calls do not reallocate every time.
+    uint64_t size = std::max<uint64_t>(bytes + bytes / 2, 1 << 20);
+    current_ = alloc_(size);
+    if (proxy_) mr_ = proxy_->registerMemory(current_->ptr(), current_->size());
+    INFO(kSubsysColl, "staging buffer grown to %llu bytes", (unsigned long long)size);
+  }
+  return static_cast<char*>(current_->ptr());
+}
+
+}  // namespace rmacc
