@@ -1,0 +1,78 @@
+#include "check.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace rmacc::perf {
+namespace {
+
+constexpr uint64_t kPoison = 0xA5A5A5A5A5A5A5A5ull;
+
+uint64_t mix(uint64_t x) {  // splitmix64 finaliser: neighbouring indices get unrelated values
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t lowBytes(uint64_t v, size_t elemSize) {
+  return elemSize >= 8 ? v : v & ((1ull << (8 * elemSize)) - 1);
+}
+
+// Little-endian machines only (x86-64, aarch64): the low bytes of the u64 are the element.
+void store(void* base, size_t i, size_t elemSize, uint64_t v) {
+  memcpy(static_cast<char*>(base) + i * elemSize, &v, elemSize);
+}
+
+uint64_t load(const void* base, size_t i, size_t elemSize) {
+  uint64_t v = 0;
+  memcpy(&v, static_cast<const char*>(base) + i * elemSize, elemSize);
+  return v;
+}
+
+uint64_t countWrongGap(const void* host, size_t from, size_t to, size_t elemSize) {
+  const uint64_t p = lowBytes(kPoison, elemSize);
+  uint64_t wrong = 0;
+  for (size_t i = from; i < to; ++i) wrong += load(host, i, elemSize) != p;
+  return wrong;
+}
+
+}  // namespace
+
+uint64_t expectedValue(int src, int dst, uint64_t index, size_t elemSize) {
+  uint64_t v = lowBytes(mix(mix((static_cast<uint64_t>(src) << 32) | static_cast<uint32_t>(dst)) + index), elemSize);
+  // A block element must never look like poison, or an element that was never written would
+  // pass the check.
+  return v == lowBytes(kPoison, elemSize) ? v ^ 1 : v;
+}
+
+void poison(void* host, size_t elems, size_t elemSize) { memset(host, 0xA5, elems * elemSize); }
+
+void fillSend(void* host, const Layout& l, int me, size_t elemSize) {
+  poison(host, l.sendElems, elemSize);
+  for (size_t p = 0; p < l.sendCounts.size(); ++p)
+    for (size_t k = 0; k < l.sendCounts[p]; ++k)
+      store(host, l.sdispls[p] + k, elemSize, expectedValue(me, static_cast<int>(p), k, elemSize));
+}
+
+uint64_t verifyRecv(const void* host, const Layout& l, int me, size_t elemSize) {
+  // Walk the blocks in address order so the gaps between them are checked as well.
+  std::vector<size_t> order(l.recvCounts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return l.rdispls[a] < l.rdispls[b]; });
+  uint64_t wrong = 0;
+  size_t pos = 0;
+  for (size_t src : order) {
+    if (l.recvCounts[src] == 0) continue;
+    wrong += countWrongGap(host, pos, l.rdispls[src], elemSize);
+    for (size_t k = 0; k < l.recvCounts[src]; ++k)
+      wrong += load(host, l.rdispls[src] + k, elemSize) != expectedValue(static_cast<int>(src), me, k, elemSize);
+    pos = l.rdispls[src] + l.recvCounts[src];
+  }
+  return wrong + countWrongGap(host, pos, l.recvElems, elemSize);
+}
+
+}  // namespace rmacc::perf

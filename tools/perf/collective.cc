@@ -1,0 +1,88 @@
+#include "collective.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "check.h"
+#include "table.h"
+
+namespace rmacc::perf {
+namespace {
+
+std::string jsonTags(const Context& ctx, const Options& opts) {
+  std::string tags = "\"test\":" + jsonString(opts.test) + ",\"nranks\":" + std::to_string(ctx.nranks) +
+                     ",\"nodes\":" + std::to_string(ctx.nNodes) + ",\"backend\":" + jsonString(ctx.device->kind()) +
+                     ",\"registered\":" + std::to_string(opts.registered);
+  if (opts.test == "alltoallv")
+    tags += ",\"pattern\":" + jsonString(patternName(opts.pattern)) + ",\"seed\":" + std::to_string(opts.seed);
+  return tags;
+}
+
+// Buffers are allocated once, for the largest layout of the sweep, so that registration (a
+// collective) happens once and is not part of any timing.
+struct Buffers {
+  Buffer send, recv;
+  std::vector<uint8_t> hostSend, hostRecv;
+};
+
+Buffers allocFor(Context& ctx, const Options& opts, const std::vector<Layout>& layouts) {
+  const size_t es = dataTypeSize(opts.dtype);
+  size_t maxSend = 0, maxRecv = 0;
+  for (const Layout& l : layouts) {
+    maxSend = std::max(maxSend, l.sendElems * es);
+    maxRecv = std::max(maxRecv, l.recvElems * es);
+  }
+  Buffers b;
+  b.send = allocBuffer(ctx, maxSend, opts.registered);
+  b.recv = allocBuffer(ctx, maxRecv, opts.registered);
+  if (opts.check) {
+    b.hostSend.resize(maxSend);
+    b.hostRecv.resize(maxRecv);
+  }
+  return b;
+}
+
+void prepare(Context& ctx, const Options& opts, const Layout& l, Buffers& b) {
+  const size_t es = dataTypeSize(opts.dtype);
+  fillSend(b.hostSend.data(), l, ctx.rank, es);
+  ctx.device->copyToDevice(b.send.ptr, b.hostSend.data(), l.sendElems * es);
+  poison(b.hostRecv.data(), l.recvElems, es);
+  ctx.device->copyToDevice(b.recv.ptr, b.hostRecv.data(), l.recvElems * es);
+}
+
+uint64_t verify(Context& ctx, const Options& opts, const Layout& l, Buffers& b) {
+  const size_t es = dataTypeSize(opts.dtype);
+  ctx.device->copyToHost(b.hostRecv.data(), b.recv.ptr, l.recvElems * es);
+  return verifyRecv(b.hostRecv.data(), l, ctx.rank, es);
+}
+
+}  // namespace
+
+int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test) {
+  const std::vector<size_t> sizes = sweepSizes(opts);
+  std::vector<Layout> layouts;
+  for (size_t s : sizes) layouts.push_back(test.layout(s));
+  Buffers b = allocFor(ctx, opts, layouts);
+  printRankInfo(ctx, opts);
+  if (ctx.rank == 0 && !test.description.empty()) printf("# %s\n", test.description.c_str());
+  Table table(stdout, ctx.rank == 0 ? opts.jsonPath : "", jsonTags(ctx, opts));
+  if (ctx.rank == 0) table.header();
+  const double busFactor = static_cast<double>(ctx.nranks - 1) / ctx.nranks;
+  for (const Layout& l : layouts) {
+    // The check covers every call of the size: buffers are filled and poisoned once, then the
+    // warmup and timed calls run, then the receive buffer (blocks and gaps) is verified.
+    if (opts.check) prepare(ctx, opts, l, b);
+    double us = timeCalls(ctx, opts.warmup, opts.iters, [&] { test.launch(b.send.ptr, b.recv.ptr, l); });
+    int64_t wrong = opts.check ? static_cast<int64_t>(sumOverRanks(ctx, verify(ctx, opts, l, b))) : -1;
+    size_t count = std::accumulate(l.sendCounts.begin(), l.sendCounts.end(), size_t{0});
+    if (ctx.rank == 0) table.row(makeRow(count * dataTypeSize(opts.dtype), count, us, busFactor, wrong), opts.dtype);
+  }
+  int64_t wrong = ctx.rank == 0 ? table.footer() : 0;
+  freeBuffer(ctx, &b.recv);
+  freeBuffer(ctx, &b.send);
+  // Every rank returns the same code: the wrong count was summed over ranks, rank 0 printed it.
+  return sumOverRanks(ctx, static_cast<uint64_t>(wrong)) ? 1 : 0;
+}
+
+}  // namespace rmacc::perf

@@ -1,0 +1,71 @@
+// The CUDA half of device.h. Compiled only when CMake found the toolkit (RMACC_HAVE_CUDA), so a
+// host-only build never needs cuda_runtime.h.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "device.h"
+
+namespace rmacc::perf {
+namespace {
+
+void cudaCheck(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  fprintf(stderr, "rmacc-perf: %s failed: %s\n", what, cudaGetErrorString(e));
+  exit(1);
+}
+
+class CudaDevice : public Device {
+ public:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
+  const char* kind() const override { return "cuda"; }
+  int index() const override { return ordinal_; }
+  std::string description() const override {
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, ordinal_);
+    char bus[32] = "";
+    snprintf(bus, sizeof bus, "%04x:%02x:%02x", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+    return std::string(prop.name) + " " + bus;
+  }
+
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    cudaCheck(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+    return p;
+  }
+  void release(void* ptr) override { cudaFree(ptr); }
+  void copyToDevice(void* dst, const void* src, size_t bytes) override {
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  }
+  void copyToHost(void* dst, const void* src, size_t bytes) override {
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  }
+
+  rmaccStream_t createStream(rmaccComm_t) override {
+    // Non-blocking: the legacy default stream must not serialise rmacc's work with ours.
+    cudaStream_t s = nullptr;
+    cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    return s;
+  }
+  void destroyStream(rmaccComm_t, rmaccStream_t s) override { cudaStreamDestroy(static_cast<cudaStream_t>(s)); }
+
+ private:
+  int ordinal_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> makeCudaDevice(int localRank) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return nullptr;
+  }
+  int ordinal = localRank % count;
+  cudaCheck(cudaSetDevice(ordinal), "cudaSetDevice");
+  return std::make_unique<CudaDevice>(ordinal);
+}
+
+}  // namespace rmacc::perf
