@@ -1,0 +1,150 @@
+#include "backend/host/host_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace rmacc::host {
+
+namespace {
+
+// Fixed numbers so that old libc headers without the wrappers still build; the same on every
+// architecture that has them (unified syscall table since 5.x).
+constexpr long kSysPidfdOpen = 434;
+constexpr long kSysPidfdGetfd = 438;
+
+// mmap cannot map 0 bytes; a 0-byte allocation still gets a valid, distinct pointer.
+size_t mapBytes(size_t size) { return size ? size : 1; }
+
+std::string memfdName(uint64_t id) { return strprintf("rmacc:%016llx", (unsigned long long)id); }
+
+uint64_t nextId() {
+  static std::atomic<uint32_t> counter{0};
+  return ((uint64_t)(uint32_t)getpid() << 32) | counter.fetch_add(1);
+}
+
+void* mapFd(int fd, size_t size) {
+  void* p = mmap(nullptr, mapBytes(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// Fetches the owner's fd: pidfd_getfd first (no /proc needed), /proc/<pid>/fd/<fd> second
+// (works under Yama ptrace_scope=1 between sibling processes, where pidfd_getfd does not).
+// Returns the fd and sets `how` to the way that worked, or returns -1 and sets `how` to why
+// both failed.
+int fetchFd(const WireHandle& h, std::string* how) {
+  int pidfd = (int)syscall(kSysPidfdOpen, h.pid, 0);
+  if (pidfd >= 0) {
+    int fd = (int)syscall(kSysPidfdGetfd, pidfd, h.fd, 0);
+    int err = errno;
+    close(pidfd);
+    if (fd >= 0) {
+      *how = "pidfd_getfd";
+      return fd;
+    }
+    *how = strprintf("pidfd_getfd: %s", strerror(err));
+  } else {
+    *how = strprintf("pidfd_open: %s", strerror(errno));
+  }
+  std::string path = strprintf("/proc/%d/fd/%d", h.pid, h.fd);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd >= 0) {
+    INFO(kSubsysAlloc, "import: %s; using %s", how->c_str(), path.c_str());
+    *how = "/proc";
+    return fd;
+  }
+  *how += strprintf("; open %s: %s", path.c_str(), strerror(errno));
+  return -1;
+}
+
+// The fd number in the handle may by now name another file of the owner: check the memfd's
+// name carries the allocation id, and that it is large enough to map.
+void checkFetchedFd(int fd, const WireHandle& h) {
+  char link[256];
+  ssize_t n = readlink(strprintf("/proc/self/fd/%d", fd).c_str(), link, sizeof(link) - 1);
+  if (n > 0) {
+    link[n] = '\0';
+    if (!strstr(link, memfdName(h.id).c_str()))
+      RMACC_THROW(rmaccSystemError,
+                  "import: fd %d of pid %d is '%s', not allocation %016llx (freed by its owner?)",
+                  h.fd, h.pid, link, (unsigned long long)h.id);
+  }
+  struct stat st;
+  RMACC_SYSCHECK(fstat(fd, &st), "fstat");
+  if ((uint64_t)st.st_size < mapBytes(h.size))
+    RMACC_THROW(rmaccSystemError, "import: allocation %016llx has %lld bytes, handle says %llu",
+                (unsigned long long)h.id, (long long)st.st_size, (unsigned long long)h.size);
+}
+
+// Closes an fd on every path out of a scope.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+}  // namespace
+
+HostAllocation::HostAllocation(size_t bytes) : size_(bytes), id_(nextId()) {
+  fd_ = memfd_create(memfdName(id_).c_str(), MFD_CLOEXEC);
+  RMACC_SYSCHECK(fd_, "memfd_create");
+  if (ftruncate(fd_, (off_t)mapBytes(bytes)) == -1 || !(ptr_ = mapFd(fd_, bytes))) {
+    int err = errno;
+    close(fd_);
+    RMACC_THROW(rmaccSystemError, "cannot allocate %zu bytes of shared memory: %s", bytes,
+                strerror(err));
+  }
+  INFO(kSubsysAlloc, "host alloc %zu bytes at %p (memfd %d, id %016llx)", bytes, ptr_, fd_,
+       (unsigned long long)id_);
+}
+
+HostAllocation::~HostAllocation() {
+  munmap(ptr_, mapBytes(size_));
+  close(fd_);
+  INFO(kSubsysAlloc, "host free %p (id %016llx)", ptr_, (unsigned long long)id_);
+}
+
+ExportHandle HostAllocation::exportHandle() const {
+  WireHandle h{WireHandle::kMagic, (int32_t)getpid(), fd_, size_, id_};
+  ExportHandle bytes(sizeof(h));
+  memcpy(bytes.data(), &h, sizeof(h));
+  return bytes;
+}
+
+HostMapping::~HostMapping() { munmap(ptr_, mapBytes(size_)); }
+
+std::unique_ptr<Mapping> importAllocation(const ExportHandle& handle) {
+  WireHandle h;
+  RMACC_ARG_CHECK(handle.size() == sizeof(h), "import: handle has %zu bytes, expected %zu",
+                  handle.size(), sizeof(h));
+  memcpy(&h, handle.data(), sizeof(h));
+  RMACC_ARG_CHECK(h.magic == WireHandle::kMagic, "import: not a host-backend handle");
+  std::string how;
+  FdCloser fd{fetchFd(h, &how)};
+  if (fd.fd < 0)
+    RMACC_THROW(rmaccSystemError,
+                "cannot import allocation %016llx from pid %d (fd %d): %s. Both processes must "
+                "run as the same user and be allowed to inspect each other (ptrace access)",
+                (unsigned long long)h.id, h.pid, h.fd, how.c_str());
+  checkFetchedFd(fd.fd, h);
+  void* p = mapFd(fd.fd, h.size);
+  if (!p)
+    RMACC_THROW(rmaccSystemError, "import: mmap of %llu bytes failed: %s",
+                (unsigned long long)h.size, strerror(errno));
+  INFO(kSubsysAlloc, "host import id %016llx from pid %d (%s): %llu bytes at %p",
+       (unsigned long long)h.id, h.pid, how.c_str(), (unsigned long long)h.size, p);
+  return std::make_unique<HostMapping>(p, h.size);
+}
+
+}  // namespace rmacc::host

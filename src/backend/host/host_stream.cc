@@ -1,0 +1,244 @@
+#include "backend/host/host_stream.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "backend/host/host_futex.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace rmacc::host {
+
+namespace {
+
+double nowS() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+HostEvent& toHostEvent(Event& event) {
+  auto* e = dynamic_cast<HostEvent*>(&event);
+  RMACC_ARG_CHECK(e != nullptr, "event was not created by the host backend");
+  return *e;
+}
+
+void checkAligned(const volatile uint64_t* addr) {
+  // The futex word must be 4-byte aligned, and 64-bit atomics want 8.
+  RMACC_ARG_CHECK(addr && ((uintptr_t)addr & 7) == 0, "signal address %p is not 8-byte aligned",
+                  (const void*)addr);
+}
+
+[[noreturn]] void throwAborted(const char* what) {
+  RMACC_THROW(rmaccRemoteError, "aborted (while %s)", what);
+}
+
+}  // namespace
+
+void HostEvent::set(std::shared_ptr<StreamCore> stream, uint64_t seq) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  stream_ = std::move(stream);
+  seq_ = seq;
+}
+
+std::pair<std::shared_ptr<StreamCore>, uint64_t> HostEvent::get() {
+  std::lock_guard<std::mutex> lk(mutex_);
+  return {stream_, seq_};
+}
+
+HostStream::HostStream(std::shared_ptr<BackendState> backend)
+    : backend_(std::move(backend)), core_(std::make_shared<StreamCore>()) {
+  {
+    std::lock_guard<std::mutex> lk(backend_->mutex);
+    backend_->streams[handle()] = this;
+  }
+  try {
+    worker_ = std::thread([this] { workerLoop(); });
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(backend_->mutex);
+    backend_->streams.erase(handle());
+    throw;
+  }
+  pthread_setname_np(worker_.native_handle(), "rmacc-stream");
+}
+
+HostStream::~HostStream() {
+  {
+    std::lock_guard<std::mutex> lk(core_->mutex);
+    core_->stopping = true;
+  }
+  core_->workReady.notify_one();
+  worker_.join();
+  // Unregistered only after the join: abort() may still wake this stream until here.
+  std::lock_guard<std::mutex> lk(backend_->mutex);
+  backend_->streams.erase(handle());
+}
+
+void HostStream::enqueue(Op op) {
+  {
+    std::lock_guard<std::mutex> lk(core_->mutex);
+    core_->queue.push_back(std::move(op));
+    ++core_->enqueued;
+  }
+  core_->workReady.notify_one();
+}
+
+void HostStream::copy(const CopyDesc* ops, size_t n) {
+  if (n == 0) return;
+  enqueue(CopyOp{std::vector<CopyDesc>(ops, ops + n)});
+}
+
+void HostStream::writeValue(volatile uint64_t* addr, uint64_t value) {
+  checkAligned(addr);
+  enqueue(WriteOp{addr, value});
+}
+
+void HostStream::waitValues(const WaitDesc* ops, size_t n) {
+  if (n == 0) return;
+  for (size_t i = 0; i < n; ++i) checkAligned(ops[i].addr);
+  enqueue(WaitOp{std::vector<WaitDesc>(ops, ops + n)});
+}
+
+void HostStream::record(Event& event) {
+  HostEvent& e = toHostEvent(event);
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lk(core_->mutex);
+    seq = core_->enqueued;
+  }
+  e.set(core_, seq);
+}
+
+void HostStream::waitEvent(Event& event) {
+  auto [stream, seq] = toHostEvent(event).get();
+  // Never recorded: nothing to wait for (as in CUDA). Our own earlier work: in-order already.
+  if (!stream || stream == core_) return;
+  enqueue(EventWaitOp{std::move(stream), seq});
+}
+
+void HostStream::hostCallback(std::function<void()> fn) {
+  if (fn) enqueue(CallbackOp{std::move(fn)});
+}
+
+void HostStream::throwIfFailed() {
+  if (core_->failedAt) throw Error(core_->error, core_->message);
+}
+
+void HostStream::synchronize() {
+  std::unique_lock<std::mutex> lk(core_->mutex);
+  // No deadline here: every op is bounded (waits by the timeout and abort, event waits by the
+  // bounded ops of the stream they wait for), so the queue always drains.
+  core_->changed.wait(lk, [&] { return core_->done == core_->enqueued; });
+  throwIfFailed();
+}
+
+bool HostStream::query() {
+  std::lock_guard<std::mutex> lk(core_->mutex);
+  throwIfFailed();
+  return core_->done == core_->enqueued;
+}
+
+void HostStream::wakeForAbort() {
+  if (const volatile uint64_t* addr = waitingOn_.load()) wakeAll(addr);
+  { std::lock_guard<std::mutex> lk(core_->mutex); }  // a waiter between check and wait sees it
+  core_->changed.notify_all();
+}
+
+void HostStream::workerLoop() {
+  for (;;) {
+    Op op;
+    uint64_t seq;
+    bool skip;
+    {
+      std::unique_lock<std::mutex> lk(core_->mutex);
+      core_->workReady.wait(lk, [&] { return !core_->queue.empty() || core_->stopping; });
+      if (core_->queue.empty()) return;  // stopping, and everything enqueued has run
+      op = std::move(core_->queue.front());
+      core_->queue.pop_front();
+      seq = core_->done + 1;
+      skip = core_->failedAt != 0;  // sticky error: later ops are not executed
+    }
+    rmaccResult_t code = rmaccSuccess;
+    std::string message;
+    if (!skip) {
+      try {
+        execute(op);
+      } catch (const Error& e) {
+        code = e.code(), message = e.what();
+      } catch (const std::exception& e) {
+        code = rmaccInternalError, message = e.what();
+      }
+    }
+    op = Op{};  // release the op's vectors and stream references outside the lock
+    if (code != rmaccSuccess)
+      WARN("host stream %p: op %llu failed, later ops are skipped: %s", (void*)this,
+           (unsigned long long)seq, message.c_str());
+    {
+      std::lock_guard<std::mutex> lk(core_->mutex);
+      if (code != rmaccSuccess) core_->failedAt = seq, core_->error = code, core_->message = message;
+      core_->done = seq;
+    }
+    core_->changed.notify_all();
+  }
+}
+
+void HostStream::execute(Op& op) {
+  if (auto* c = std::get_if<CopyOp>(&op)) return runCopies(*c);
+  if (auto* w = std::get_if<WriteOp>(&op)) return storeAndWake(w->addr, w->value);
+  if (auto* w = std::get_if<WaitOp>(&op)) return runWaits(*w);
+  if (auto* c = std::get_if<CallbackOp>(&op)) return c->fn();
+  runEventWait(std::get<EventWaitOp>(op));
+}
+
+void HostStream::runCopies(const CopyOp& op) {
+  // One thread: on the 2-core machines tests run on, helper threads would only compete with
+  // the ranks; memcpy already runs at memory bandwidth for large copies.
+  for (const CopyDesc& c : op.copies)
+    if (c.bytes) memcpy(c.dst, c.src, c.bytes);
+}
+
+void HostStream::runWaits(const WaitOp& op) {
+  double deadline = nowS() + backend_->timeoutS;
+  for (size_t i = 0; i < op.waits.size(); ++i) {
+    const WaitDesc& w = op.waits[i];
+    // Published before the abort check, so abort() either is seen here or wakes our futex.
+    waitingOn_.store(w.addr);
+    for (uint64_t v; (v = loadAcquire(w.addr)) < w.value;) {
+      if (backend_->aborted.load()) {
+        waitingOn_.store(nullptr);
+        throwAborted("waiting for a signal");
+      }
+      double left = deadline - nowS();
+      if (left <= 0) {
+        waitingOn_.store(nullptr);
+        RMACC_THROW(rmaccTimeout,
+                    "host stream wait timed out after %.1f s: *%p = %llu, expected >= %llu "
+                    "(wait %zu of %zu)",
+                    backend_->timeoutS, (const void*)w.addr, (unsigned long long)v,
+                    (unsigned long long)w.value, i + 1, op.waits.size());
+      }
+      sleepWhileEqual(w.addr, v, std::min(left, kWaitSliceS));
+    }
+  }
+  waitingOn_.store(nullptr);
+}
+
+void HostStream::runEventWait(const EventWaitOp& op) {
+  StreamCore& other = *op.stream;
+  std::unique_lock<std::mutex> lk(other.mutex);
+  while (other.done < op.seq) {
+    if (backend_->aborted.load()) throwAborted("waiting for an event");
+    // Sliced so that an abort of this backend is seen even when `other` belongs to another.
+    other.changed.wait_for(lk, std::chrono::duration<double>(kWaitSliceS));
+  }
+  // The recorded work includes a failed op: this stream fails with the same code rather than
+  // running on data that was never produced.
+  if (other.failedAt && other.failedAt <= op.seq)
+    throw Error(other.error, "the stream this one waited for failed: " + other.message);
+}
+
+}  // namespace rmacc::host
