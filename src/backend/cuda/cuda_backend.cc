@@ -1,0 +1,231 @@
+// The CUDA backend (DESIGN.md §3): the rank's current GPU. Compiled only with RMACC_HAVE_CUDA;
+// backend/backend.cc holds the stand-ins for builds without CUDA.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/cuda_stream.h"
+
+namespace rmacc {
+
+namespace cuda {
+
+BackendState::~BackendState() {
+  if (!ctx) return;
+  QuietContextGuard guard(*this);
+  if (utilStream) RMACC_CUDA_WARN(cudaStreamDestroy(utilStream));
+  CUdevice dev;
+  if (cuDeviceGet(&dev, device) == CUDA_SUCCESS) RMACC_CU_WARN(cuDevicePrimaryCtxRelease(dev));
+}
+
+namespace {
+
+int deviceAttribute(CUdevice dev, CUdevice_attribute attr) {
+  int v = 0;
+  RMACC_CU_CHECK(cuDeviceGetAttribute(&v, attr, dev));
+  return v;
+}
+
+}  // namespace
+
+// Thread-safe: every method may be called from any thread; each call makes the backend's
+// device context current for its duration (ContextGuard). Streams, events and memory it hands
+// out share its state and may outlive it.
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(double timeoutS);
+  ~CudaBackend() override = default;
+
+  const char* name() const override { return "cuda"; }
+  std::unique_ptr<Allocation> allocate(size_t bytes) override {
+    return std::make_unique<DeviceAllocation>(state_, bytes);
+  }
+  std::unique_ptr<Mapping> import(const ExportHandle& handle) override {
+    return importDeviceAllocation(state_, handle);
+  }
+  std::unique_ptr<Allocation> allocateHostVisible(size_t bytes) override {
+    return std::make_unique<PinnedHostAllocation>(state_, bytes);
+  }
+  std::unique_ptr<Stream> createStream() override;
+  Stream* userStream(rmaccStream_t stream) override;
+  std::unique_ptr<Event> createEvent() override { return std::make_unique<CudaEvent>(state_); }
+  bool isHostMemory(const void* ptr) const override;
+  void hostWrite(volatile uint64_t* addr, uint64_t value) override;
+  void abort() override;
+
+ private:
+  // Stores `value` at a host address unless the counter is already (cyclically) past it.
+  static void hostStoreAtLeast(volatile uint64_t* addr, uint64_t value);
+
+  std::shared_ptr<BackendState> state_;
+  std::mutex userMutex_;
+  std::unordered_map<cudaStream_t, std::unique_ptr<CudaStream>> userStreams_;
+};
+
+CudaBackend::CudaBackend(double timeoutS) : state_(std::make_shared<BackendState>()) {
+  RMACC_ARG_CHECK(timeoutS > 0, "cuda backend: timeout must be positive, got %g", timeoutS);
+  state_->timeoutS = timeoutS;
+  int device = -1;
+  RMACC_CUDA_CHECK(cudaGetDevice(&device));
+  // cudaSetDevice creates the primary context (CUDA >= 12); retaining it pins it for the
+  // backend's life, and ContextGuard makes it current on whichever thread calls in.
+  RMACC_CUDA_CHECK(cudaSetDevice(device));
+  CUdevice dev;
+  RMACC_CU_CHECK(cuDeviceGet(&dev, device));
+  RMACC_CU_CHECK(cuDevicePrimaryCtxRetain(&state_->ctx, dev));
+  state_->device = device;
+  ContextGuard guard(*state_);
+
+  if (!deviceAttribute(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) ||
+      !deviceAttribute(dev, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED))
+    RMACC_THROW(rmaccSystemError,
+                "cuda backend: device %d lacks VMM with POSIX fd export (needed for windows)",
+                device);
+  if (!deviceAttribute(dev, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS))
+    RMACC_THROW(rmaccSystemError,
+                "cuda backend: device %d lacks 64-bit stream memory operations (signals)", device);
+  state_->canFlushRemoteWrites =
+      deviceAttribute(dev, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES) != 0;
+  state_->rdmaCapableVmm =
+      deviceAttribute(dev, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED) != 0;
+
+  // Highest priority, so abort()'s releasing writes are scheduled ahead of queued copies.
+  int leastPrio = 0, greatestPrio = 0;
+  RMACC_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&leastPrio, &greatestPrio));
+  RMACC_CUDA_CHECK(
+      cudaStreamCreateWithPriority(&state_->utilStream, cudaStreamNonBlocking, greatestPrio));
+  INFO(kSubsysInit, "cuda backend on device %d, stream timeout %.1f s, flush %d, rdma vmm %d",
+       device, timeoutS, (int)state_->canFlushRemoteWrites, (int)state_->rdmaCapableVmm);
+}
+
+std::unique_ptr<Stream> CudaBackend::createStream() {
+  ContextGuard guard(*state_);
+  cudaStream_t s = nullptr;
+  // Non-blocking: no implicit synchronisation with the legacy stream the user may use.
+  RMACC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return std::make_unique<CudaStream>(state_, s, /*owned=*/true);
+}
+
+// Any cudaStream_t of the backend's device, wrapped without owning it; the wrapper is cached
+// by handle value for the backend's life (a user stream destroyed and a new one created at the
+// same address reuses the wrapper, which holds nothing but the handle and pending waits).
+// NULL is the legacy default stream, as a cudaStream_t of 0 means to code built without
+// --default-stream per-thread; cudaStreamPerThread and cudaStreamLegacy are accepted as such.
+// A handle of another device, or one the runtime rejects, gives nullptr.
+Stream* CudaBackend::userStream(rmaccStream_t stream) {
+  auto handle = (cudaStream_t)stream;
+  std::lock_guard<std::mutex> lk(userMutex_);
+  auto it = userStreams_.find(handle);
+  if (it != userStreams_.end()) return it->second.get();
+  if (handle != nullptr) {
+    ContextGuard guard(*state_);
+    int dev = -1;
+    cudaError_t err = cudaStreamGetDevice(handle, &dev);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      INFO(kSubsysExec, "cuda: stream %p rejected: %s", stream, cudaGetErrorString(err));
+      return nullptr;
+    }
+    if (dev != state_->device) {
+      INFO(kSubsysExec, "cuda: stream %p is on device %d, the communicator on %d", stream, dev,
+           state_->device);
+      return nullptr;
+    }
+  }
+  auto wrapper = std::make_unique<CudaStream>(state_, handle, /*owned=*/false);
+  Stream* s = wrapper.get();
+  userStreams_.emplace(handle, std::move(wrapper));
+  return s;
+}
+
+// Unregistered host memory (malloc, stack) and pinned host memory are CPU-addressable;
+// device memory, VMM mappings and managed memory are not treated as such.
+bool CudaBackend::isHostMemory(const void* ptr) const {
+  ContextGuard guard(*state_);
+  cudaPointerAttributes attr = {};
+  RMACC_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
+  return attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost;
+}
+
+// A release store: the CPU's earlier writes are ordered before it, and the GPU's stream wait
+// reads pinned host memory coherently over PCIe/C2C, so no further step is needed here.
+void CudaBackend::hostWrite(volatile uint64_t* addr, uint64_t value) {
+  __atomic_store_n(addr, value, __ATOMIC_RELEASE);
+}
+
+void CudaBackend::hostStoreAtLeast(volatile uint64_t* addr, uint64_t value) {
+  uint64_t cur = __atomic_load_n(addr, __ATOMIC_ACQUIRE);
+  while (cyclicLess(cur, value) &&
+         !__atomic_compare_exchange_n(addr, &cur, value, false, __ATOMIC_RELEASE,
+                                      __ATOMIC_ACQUIRE)) {
+  }
+}
+
+// How abort releases waits. A GPU stream stuck in a memop wait cannot be cancelled, and
+// destroying the stream does not stop it: the only way out is to satisfy the wait. Every
+// stream records (address, largest awaited value) for its waits since it was last seen idle;
+// abort writes that value into each address: a CPU store for host memory, and for device
+// memory (own, or a peer's mapping) a cuStreamWriteValue64 on the backend's private
+// high-priority stream, which carries nothing that could be stuck. The value, not UINT64_MAX:
+// GEQ compares cyclically, and UINT64_MAX is "before" any small value. `aborted` is set under
+// the mutex waitValues() records under, so a wait is either released here or never enqueued;
+// every later enqueue, query and synchronize throws rmaccRemoteError ("aborted").
+// The memory the waits point to must stay allocated until abort() returns.
+void CudaBackend::abort() {
+  WARN("cuda backend: abort, releasing every stream wait");
+  std::map<const volatile uint64_t*, uint64_t> release;
+  {
+    std::lock_guard<std::mutex> lk(state_->mutex);
+    state_->aborted.store(true);
+    for (CudaStream* s : state_->streams) {
+      for (const auto& [addr, value] : s->pendingWaitsLocked()) {
+        auto [it, fresh] = release.emplace(addr, value);
+        if (!fresh && cyclicLess(it->second, value)) it->second = value;
+      }
+    }
+  }
+  QuietContextGuard guard(*state_);
+  for (const auto& [addr, value] : release) {
+    auto* p = const_cast<volatile uint64_t*>(addr);
+    cudaPointerAttributes attr = {};
+    cudaError_t err = cudaPointerGetAttributes(&attr, (const void*)p);
+    if (err != cudaSuccess) {
+      // Not knowing what the address is, a CPU store could fault on device memory: skip it.
+      (void)cudaGetLastError();
+      WARN("cuda backend: abort cannot release the wait at %p: %s", (const void*)p,
+           cudaGetErrorString(err));
+    } else if (attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeUnregistered) {
+      hostStoreAtLeast(p, value);
+    } else {
+      RMACC_CU_WARN(cuStreamWriteValue64((CUstream)state_->utilStream, (CUdeviceptr)(uintptr_t)p,
+                                         value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    }
+  }
+  INFO(kSubsysExec, "cuda backend: abort released %zu wait addresses", release.size());
+}
+
+}  // namespace cuda
+
+std::unique_ptr<Backend> createCudaBackend(double timeoutS) {
+  return std::make_unique<cuda::CudaBackend>(timeoutS);
+}
+
+// Needs a driver and at least one visible device. Note that this initialises CUDA in the
+// calling process: a process that forks ranks afterwards must not use CUDA in the children.
+bool cudaBackendAvailable() {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+
+}  // namespace rmacc
