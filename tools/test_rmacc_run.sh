@@ -52,9 +52,9 @@ expect "failure propagates" 7 "" -- -n 3 --no-id -- \
 # A rank that ignores SIGTERM is killed after the grace period.
 start=$(date +%s)
 expect "SIGKILL after grace" 3 "" -- -n 2 --no-id -- \
-  sh -c 'trap "" TERM; if [ "$RMACC_RUN_RANK" = 0 ]; then exit 3; fi; sleep 60; sleep 60'
+  sh -c 'trap "" TERM; if [ "$RMACC_RUN_RANK" = 0 ]; then sleep 0.5; exit 3; fi; sleep 60; sleep 60'
 took=$(($(date +%s) - start))
-[ "$took" -ge 4 ] && [ "$took" -lt 15 ] && pass "grace period ($took s)" || fail "grace period took $took s"
+[ "$took" -ge 5 ] && [ "$took" -lt 15 ] && pass "grace period ($took s)" || fail "grace period took $took s"
 
 expect "killed by a signal" 137 "" -- -n 2 --no-id -- sh -c 'if [ "$RMACC_RUN_RANK" = 1 ]; then kill -9 $$; fi; exec sleep 60'
 expect "timeout" 124 "" -- -n 2 --no-id --timeout 1 -- sleep 60

@@ -33,7 +33,7 @@ struct Context {
   int rank = 0, nranks = 1;
   int localRank = 0, localSize = 1, node = 0, nNodes = 1;
   std::string hostname;
-  Buffer ctlSend, ctlRecv;  // scratch of allGather, grown on demand
+  Buffer ctlSend, ctlRecv;  // registered scratch of allGather
 };
 
 // Exits with the failing call, its result and rmaccGetLastError when r is not success: a
@@ -46,7 +46,7 @@ void checkResult(const Context& ctx, rmaccResult_t r, const char* call);
 void initContext(Context* ctx);
 void finalizeContext(Context* ctx);
 
-// Every rank's `bytes` bytes, in rank order, through one rmaccAlltoAll on device memory.
+// Every rank's `bytes` (<= 128) bytes, in rank order, through one rmaccAlltoAll.
 std::vector<uint8_t> allGather(Context& ctx, const void* mine, size_t bytes);
 uint64_t sumOverRanks(Context& ctx, uint64_t v);
 double maxOverRanks(Context& ctx, double v);

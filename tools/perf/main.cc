@@ -1,4 +1,4 @@
-// rmacc-perf: nccl-tests style benchmark of rmacc. See `rmacc-perf --help`, tools/README.md.
+// rmacc-perf: nccl-tests style benchmark of rmacc. See `rmacc-perf --help`.
 //   tools/rmacc-run -n 4 --nodes 2 -- build/tools/rmacc-perf alltoallv -b 1K -e 64M -f 4
 #include <cstdio>
 
