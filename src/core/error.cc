@@ -22,8 +22,9 @@ std::string strprintf(const char* fmt, ...) {
 void throwError(rmaccResult_t code, const char* file, int line, const std::string& msg) {
   // The breadcrumb: where the error was raised, at INFO so that expected rejections of bad
   // input stay quiet by default.
-  logMessage(LogLevel::kInfo, kSubsysAll, file, line, "error %d (%s): %s", code,
-             rmaccGetErrorString(code), msg.c_str());
+  if (logEnabled(LogLevel::kInfo, kSubsysAll))
+    logMessage(LogLevel::kInfo, kSubsysAll, file, line, "error %d (%s): %s", code,
+               rmaccGetErrorString(code), msg.c_str());
   throw Error(code, msg);
 }
 

@@ -21,14 +21,14 @@ BackendState::~BackendState() {
   QuietContextGuard guard(*this);
   if (utilStream) RMACC_CUDA_WARN(cudaStreamDestroy(utilStream));
   CUdevice dev;
-  if (cuDeviceGet(&dev, device) == CUDA_SUCCESS) RMACC_CU_WARN(cuDevicePrimaryCtxRelease(dev));
+  if (driver().cuDeviceGet(&dev, device) == CUDA_SUCCESS) RMACC_CU_WARN(driver().cuDevicePrimaryCtxRelease(dev));
 }
 
 namespace {
 
 int deviceAttribute(CUdevice dev, CUdevice_attribute attr) {
   int v = 0;
-  RMACC_CU_CHECK(cuDeviceGetAttribute(&v, attr, dev));
+  RMACC_CU_CHECK(driver().cuDeviceGetAttribute(&v, attr, dev));
   return v;
 }
 
@@ -77,8 +77,8 @@ CudaBackend::CudaBackend(double timeoutS) : state_(std::make_shared<BackendState
   // backend's life, and ContextGuard makes it current on whichever thread calls in.
   RMACC_CUDA_CHECK(cudaSetDevice(device));
   CUdevice dev;
-  RMACC_CU_CHECK(cuDeviceGet(&dev, device));
-  RMACC_CU_CHECK(cuDevicePrimaryCtxRetain(&state_->ctx, dev));
+  RMACC_CU_CHECK(driver().cuDeviceGet(&dev, device));
+  RMACC_CU_CHECK(driver().cuDevicePrimaryCtxRetain(&state_->ctx, dev));
   state_->device = device;
   ContextGuard guard(*state_);
 
@@ -203,7 +203,7 @@ void CudaBackend::abort() {
     } else if (attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeUnregistered) {
       hostStoreAtLeast(p, value);
     } else {
-      RMACC_CU_WARN(cuStreamWriteValue64((CUstream)state_->utilStream, (CUdeviceptr)(uintptr_t)p,
+      RMACC_CU_WARN(driver().cuStreamWriteValue64((CUstream)state_->utilStream, (CUdeviceptr)(uintptr_t)p,
                                          value, CU_STREAM_WRITE_VALUE_DEFAULT));
     }
   }

@@ -5,6 +5,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/cuda_driver.h"
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -17,7 +19,7 @@ namespace rmacc::cuda {
 
 inline const char* cuErrorString(CUresult res) {
   const char* s = nullptr;
-  if (cuGetErrorString(res, &s) != CUDA_SUCCESS || !s) s = "unknown CUresult";
+  if (driver().cuGetErrorString(res, &s) != CUDA_SUCCESS || !s) s = "unknown CUresult";
   return s;
 }
 
@@ -97,14 +99,14 @@ struct BackendState {
 class ContextGuard {
  public:
   explicit ContextGuard(const BackendState& state) {
-    RMACC_CU_CHECK(cuCtxGetCurrent(&prev_));
+    RMACC_CU_CHECK(driver().cuCtxGetCurrent(&prev_));
     if (prev_ != state.ctx) {
-      RMACC_CU_CHECK(cuCtxSetCurrent(state.ctx));
+      RMACC_CU_CHECK(driver().cuCtxSetCurrent(state.ctx));
       switched_ = true;
     }
   }
   ~ContextGuard() {
-    if (switched_) RMACC_CU_WARN(cuCtxSetCurrent(prev_));
+    if (switched_) RMACC_CU_WARN(driver().cuCtxSetCurrent(prev_));
   }
   ContextGuard(const ContextGuard&) = delete;
   ContextGuard& operator=(const ContextGuard&) = delete;
@@ -118,11 +120,11 @@ class ContextGuard {
 class QuietContextGuard {
  public:
   explicit QuietContextGuard(const BackendState& state) {
-    if (cuCtxGetCurrent(&prev_) == CUDA_SUCCESS && prev_ != state.ctx)
-      switched_ = cuCtxSetCurrent(state.ctx) == CUDA_SUCCESS;
+    if (driver().cuCtxGetCurrent(&prev_) == CUDA_SUCCESS && prev_ != state.ctx)
+      switched_ = driver().cuCtxSetCurrent(state.ctx) == CUDA_SUCCESS;
   }
   ~QuietContextGuard() {
-    if (switched_) (void)cuCtxSetCurrent(prev_);
+    if (switched_) (void)driver().cuCtxSetCurrent(prev_);
   }
   QuietContextGuard(const QuietContextGuard&) = delete;
   QuietContextGuard& operator=(const QuietContextGuard&) = delete;

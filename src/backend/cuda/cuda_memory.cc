@@ -33,7 +33,7 @@ CUmemAllocationProp allocationProp(const BackendState& state) {
 size_t recommendedGranularity(const CUmemAllocationProp& prop) {
   size_t g = 0;
   RMACC_CU_CHECK(
-      cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+      driver().cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
   RMACC_ENFORCE(g > 0, "zero allocation granularity");
   return g;
 }
@@ -70,9 +70,9 @@ int fetchPeerFd(int pid, int fd, std::string* why) {
 
 void VmmRange::map(CUmemGenericAllocationHandle handle, size_t bytes, size_t alignment,
                    int device) {
-  RMACC_CU_CHECK(cuMemAddressReserve(&va, bytes, alignment, 0, 0));
+  RMACC_CU_CHECK(driver().cuMemAddressReserve(&va, bytes, alignment, 0, 0));
   size = bytes;
-  RMACC_CU_CHECK(cuMemMap(va, bytes, 0, handle, 0));
+  RMACC_CU_CHECK(driver().cuMemMap(va, bytes, 0, handle, 0));
   mapped = true;
   // Access for this process's device only: every rank sets its own, whether the memory sits
   // on its GPU or on a peer GPU reached over NVLink.
@@ -80,12 +80,12 @@ void VmmRange::map(CUmemGenericAllocationHandle handle, size_t bytes, size_t ali
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  RMACC_CU_CHECK(cuMemSetAccess(va, bytes, &access, 1));
+  RMACC_CU_CHECK(driver().cuMemSetAccess(va, bytes, &access, 1));
 }
 
 void VmmRange::unmap() noexcept {
-  if (mapped) RMACC_CU_WARN(cuMemUnmap(va, size));
-  if (va) RMACC_CU_WARN(cuMemAddressFree(va, size));
+  if (mapped) RMACC_CU_WARN(driver().cuMemUnmap(va, size));
+  if (va) RMACC_CU_WARN(driver().cuMemAddressFree(va, size));
   mapped = false;
   va = 0;
   size = 0;
@@ -99,10 +99,10 @@ DeviceAllocation::DeviceAllocation(std::shared_ptr<BackendState> state, size_t b
   // A 0-byte allocation still gets one granule: a valid, distinct, exportable address.
   allocSize_ = std::max<size_t>(1, (bytes + gran - 1) / gran) * gran;
   try {
-    RMACC_CU_CHECK(cuMemCreate(&handle_, allocSize_, &prop, 0));
+    RMACC_CU_CHECK(driver().cuMemCreate(&handle_, allocSize_, &prop, 0));
     range_.map(handle_, allocSize_, gran, state_->device);
     // Kept open for as long as the allocation lives: importers fetch it from this process.
-    RMACC_CU_CHECK(cuMemExportToShareableHandle(&fd_, handle_,
+    RMACC_CU_CHECK(driver().cuMemExportToShareableHandle(&fd_, handle_,
                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     struct stat st;
     RMACC_SYSCHECK(fstat(fd_, &st), "fstat of the exported fd");
@@ -111,8 +111,8 @@ DeviceAllocation::DeviceAllocation(std::shared_ptr<BackendState> state, size_t b
     // Zeroed like the host backend's memfd pages (signal counters start at 0). On the private
     // stream, synchronously: a memset on the legacy stream would not be ordered with the
     // non-blocking streams that use the memory next.
-    RMACC_CU_CHECK(cuMemsetD8Async(range_.va, 0, allocSize_, (CUstream)state_->utilStream));
-    RMACC_CU_CHECK(cuStreamSynchronize((CUstream)state_->utilStream));
+    RMACC_CU_CHECK(driver().cuMemsetD8Async(range_.va, 0, allocSize_, (CUstream)state_->utilStream));
+    RMACC_CU_CHECK(driver().cuStreamSynchronize((CUstream)state_->utilStream));
   } catch (...) {
     release();
     throw;
@@ -131,7 +131,7 @@ DeviceAllocation::~DeviceAllocation() {
 void DeviceAllocation::release() noexcept {
   QuietContextGuard guard(*state_);
   range_.unmap();
-  if (handle_) RMACC_CU_WARN(cuMemRelease(handle_));
+  if (handle_) RMACC_CU_WARN(driver().cuMemRelease(handle_));
   handle_ = 0;
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
@@ -167,7 +167,7 @@ DeviceMapping::DeviceMapping(std::shared_ptr<BackendState> state, const CudaWire
       RMACC_THROW(rmaccSystemError,
                   "import: fd %d of pid %d is not the exported allocation (freed by its owner?)",
                   h.fd, h.pid);
-    RMACC_CU_CHECK(cuMemImportFromShareableHandle(&handle_, (void*)(uintptr_t)fd,
+    RMACC_CU_CHECK(driver().cuMemImportFromShareableHandle(&handle_, (void*)(uintptr_t)fd,
                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
   } catch (...) {
     close(fd);
@@ -192,7 +192,7 @@ DeviceMapping::~DeviceMapping() { release(); }
 void DeviceMapping::release() noexcept {
   QuietContextGuard guard(*state_);
   range_.unmap();
-  if (handle_) RMACC_CU_WARN(cuMemRelease(handle_));
+  if (handle_) RMACC_CU_WARN(driver().cuMemRelease(handle_));
   handle_ = 0;
 }
 

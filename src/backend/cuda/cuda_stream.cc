@@ -130,7 +130,7 @@ void CudaStream::copy(const CopyDesc* ops, size_t n) {
 void CudaStream::writeValue(volatile uint64_t* addr, uint64_t value) {
   checkNotAborted();
   ContextGuard guard(*state_);
-  RMACC_CU_CHECK(cuStreamWriteValue64((CUstream)stream_, devPtr(addr), value,
+  RMACC_CU_CHECK(driver().cuStreamWriteValue64((CUstream)stream_, devPtr(addr), value,
                                       CU_STREAM_WRITE_VALUE_DEFAULT));
 }
 
@@ -162,7 +162,7 @@ void CudaStream::waitValues(const WaitDesc* ops, size_t n) {
     // wait, so that data a proxy saw land before it bumped the counter is visible to the
     // copies that follow. Once per call is enough: the ops of one call run in order.
     if (state_->canFlushRemoteWrites) memOps_.back().waitValue.flags |= CU_STREAM_WAIT_VALUE_FLUSH;
-    RMACC_CU_CHECK(cuStreamBatchMemOp((CUstream)stream_, (unsigned)count, memOps_.data(), 0));
+    RMACC_CU_CHECK(driver().cuStreamBatchMemOp((CUstream)stream_, (unsigned)count, memOps_.data(), 0));
   }
 }
 
