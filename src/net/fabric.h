@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,13 @@ struct RemoteRegion {
   uint64_t addrOf(uint64_t offset) const { return base + offset; }
 };
 
+// A registration; closed when destroyed. Destroy every MemoryRegion before its Fabric.
 class MemoryRegion {
  public:
-  MemoryRegion(fid_mr* mr, void* ptr, size_t size, RemoteRegion remote);
+  // `domainLock` (the owning Fabric's lock) serialises the close with the data path, since the
+  // domain is not opened FI_THREAD_SAFE.
+  MemoryRegion(fid_mr* mr, void* ptr, size_t size, RemoteRegion remote,
+               std::mutex* domainLock = nullptr);
   ~MemoryRegion();
   MemoryRegion(const MemoryRegion&) = delete;
   MemoryRegion& operator=(const MemoryRegion&) = delete;
@@ -43,6 +48,7 @@ class MemoryRegion {
   void* ptr_;
   size_t size_;
   RemoteRegion remote_;
+  std::mutex* domainLock_;
 };
 
 // A completion the proxy reads off the CQ.
@@ -52,11 +58,27 @@ struct Completion {
   uint64_t data = 0;        // kRemoteData: the 32-bit completion data
 };
 
+// Threading: the domain is opened FI_THREAD_DOMAIN (FI_THREAD_SAFE is not required): the data
+// path (write, poll) is meant for one thread, the proxy's. Every call that touches the domain
+// still takes one internal mutex, so registerMemory and MemoryRegion destruction from other
+// threads are safe; the lock is uncontended on the data path.
+//
+// The `context` of write() must point to at least kOpContextBytes bytes that stay untouched
+// until its kWriteDone (or error) completion: in FI_CONTEXT mode the provider uses them.
+constexpr size_t kOpContextBytes = 64;  // >= sizeof(struct fi_context2)
+
+// Test knobs (Gloo's maxSegmentSize idea): make the tcp provider take the paths that other
+// providers need, so loopback tests cover them. Production code leaves them false.
+struct FabricOptions {
+  bool assumeUnorderedWrites = false;   // act as if FI_ORDER_RMA_WAW were absent
+  bool forceLocalRegistration = false;  // act as if mr_mode had FI_MR_LOCAL
+};
+
 class Fabric {
  public:
   // Opens provider `provider` (empty: libfabric's choice) with FI_EP_RDM + FI_RMA and remote
   // CQ data of at least 4 bytes. Throws rmaccNetworkError when none fits.
-  explicit Fabric(const std::string& provider);
+  explicit Fabric(const std::string& provider, const FabricOptions& options = {});
   ~Fabric();
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
@@ -69,6 +91,13 @@ class Fabric {
   std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t size);
   bool needsLocalRegistration() const;  // FI_MR_LOCAL: sources of writes must be registered
   size_t maxMessageBytes() const;
+  // True when writes from this endpoint land in the order they were posted (FI_ORDER_RMA_WAW):
+  // then the last piece of a split put arriving implies the earlier pieces have landed. When
+  // false, the endpoint uses FI_DELIVERY_COMPLETE so that a local completion means "landed".
+  bool orderedWrites() const;
+  // The write() context of the error completion that poll() last threw for (nullptr when the
+  // failed entry was not one of our writes), so the caller can name the peer.
+  void* lastErrorContext() const { return lastErrorContext_; }
 
   // Posts a write of `bytes` from `src` to (peer, remoteAddr, key) carrying completion data
   // `data`. Returns false on -FI_EAGAIN (progress, then retry); throws rmaccNetworkError on
@@ -88,6 +117,13 @@ class Fabric {
   fid_av* av_ = nullptr;
   std::vector<uint64_t> peerAddrs_;  // fi_addr_t per rank
   uint64_t nextKey_ = 1;
+  bool ordered_ = false;
+  bool localReg_ = false;
+  void* lastErrorContext_ = nullptr;
+  mutable std::mutex mutex_;  // see "Threading" above
+
+  void open(const std::string& provider, const FabricOptions& options);
+  void closeAll();
 };
 
 }  // namespace rmacc

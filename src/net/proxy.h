@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,7 +24,14 @@ struct ProxyPut {
   int peer = -1;
   const void* src = nullptr;  // CPU-addressable source (host memory or a bounce buffer)
   size_t bytes = 0;           // may be 0: a pure signal
-  RemoteRegion dst;           // the peer's registered region
+  // MemoryRegion::desc() of a registration covering the source, when the caller has one. When
+  // the provider needs FI_MR_LOCAL and this is null, the proxy registers the source itself for
+  // the duration of the put (correct, but slower).
+  void* srcDesc = nullptr;
+  // The peer's registered region. Required even when bytes == 0: a zero-byte write still
+  // names a key, and tcp;ofi_rxm silently drops one whose key does not verify. A natural
+  // target for pure signals is the peer's registered signal array (offset 0).
+  RemoteRegion dst;
   uint64_t dstOffset = 0;
   int ctx = 0;
   int sigIdx = 0;
@@ -33,6 +41,10 @@ struct ProxyPut {
 // post()s a put and gets its sequence number; the stream later writes ready = seq; the proxy
 // issues every posted put whose seq <= ready, in order, and writes done = seq once that put
 // and all before it completed locally (the source may be reused).
+// Sequence numbers start at 1 per queue; ready and done start at 0. post() throws
+// Error(rmaccInvalidArgument) for a put that can never be carried out (bad peer, context or
+// signal, overrun of dst, more than 255 pieces) and the proxy's own error once it failed; a
+// refused put takes no sequence number. post() may be called from any thread.
 class ProxyQueue {
  public:
   virtual ~ProxyQueue() = default;
@@ -52,6 +64,10 @@ class Proxy {
   virtual rmaccResult_t error(std::string* text = nullptr) const = 0;
   // Stops issuing, fails every later wait of this proxy.
   virtual void abort() = 0;
+  // Called once, on the proxy thread, when the first error is recorded (not on abort()): the
+  // communicator uses it to release stream waits (Backend::abort) instead of letting them run
+  // into their timeout. Must not call back into the proxy. Set it before posting.
+  virtual void setErrorHandler(std::function<void(rmaccResult_t, const std::string&)> fn) = 0;
 };
 
 // Starts the proxy thread. `signals` (host-visible, SignalLayout{nRanks}) receives the

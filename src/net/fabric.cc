@@ -1,0 +1,305 @@
+// libfabric endpoint: provider selection, memory registration, fi_writedata and CQ reading.
+// Provider rules we rely on (PRIOR_ART.md §3): FI_EP_RDM + FI_RMA, remote CQ data carries the
+// signal, progress is manual (the caller polls), rxm connects lazily (-FI_EAGAIN on a first
+// write), and mr_mode must be honoured bit by bit as the provider returns it.
+#include "net/fabric.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace rmacc {
+
+static_assert(kOpContextBytes >= sizeof(fi_context2), "op context too small for FI_CONTEXT");
+
+namespace {
+
+// The API version we ask for: new enough for explicit mr_mode bits and FI_MR_ENDPOINT, old
+// enough for distro runtimes.
+constexpr uint32_t kFiVersion = FI_VERSION(1, 10);
+
+constexpr uint64_t kMrModeWanted =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+
+std::string fiError(const char* call, int rc) {
+  return strprintf("%s failed: %s (%d)", call, fi_strerror(-rc), rc);
+}
+
+#define FI_CHECK(call, name)                                               \
+  do {                                                                     \
+    int rc_ = (int)(call);                                                 \
+    if (rc_ != 0) RMACC_THROW(rmaccNetworkError, "%s", fiError(name, rc_).c_str()); \
+  } while (0)
+
+// Errors that mean the peer (or the path to it) is gone rather than a local fault.
+bool isRemoteErrno(int err) {
+  switch (err) {
+    case FI_ECONNRESET: case FI_ECONNREFUSED: case FI_ECONNABORTED: case FI_ENOTCONN:
+    case FI_EHOSTUNREACH: case FI_ENETUNREACH: case FI_ENETDOWN: case FI_ESHUTDOWN:
+    case EPIPE: case FI_ETIMEDOUT: case FI_EIO: case FI_EREMOTEIO: case FI_EADDRNOTAVAIL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+fi_info* makeHints(const std::string& provider) {
+  fi_info* hints = fi_allocinfo();
+  if (!hints) RMACC_THROW(rmaccSystemError, "fi_allocinfo failed");
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_RMA | FI_MSG | FI_WRITE | FI_REMOTE_WRITE;
+  hints->mode = FI_CONTEXT;
+  hints->domain_attr->mr_mode = kMrModeWanted;
+  hints->domain_attr->cq_data_size = 4;  // the 32-bit ImmData; verbs and EFA give exactly 4
+  // Only the proxy thread drives the data path (see fabric.h); registration is serialised by
+  // our own mutex, so FI_THREAD_DOMAIN is enough and providers need not lock.
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  // With resource management the provider returns -FI_EAGAIN instead of overrunning queues.
+  hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
+  if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
+  return hints;
+}
+
+// Among the candidates, the one on interface FI_TCP_IFACE (IPv4 first) when the caller pinned
+// one (tests: lo), else libfabric's first choice.
+fi_info* choose(fi_info* list) {
+  const char* iface = getenv("FI_TCP_IFACE");
+  if (iface && *iface) {
+    fi_info* anyOnIface = nullptr;
+    for (fi_info* i = list; i; i = i->next) {
+      if (!i->domain_attr->name || strcmp(i->domain_attr->name, iface) != 0) continue;
+      if (i->addr_format == FI_SOCKADDR_IN) return i;
+      if (!anyOnIface) anyOnIface = i;
+    }
+    if (anyOnIface) return anyOnIface;
+  }
+  return list;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------- MemoryRegion
+
+MemoryRegion::MemoryRegion(fid_mr* mr, void* ptr, size_t size, RemoteRegion remote,
+                           std::mutex* domainLock)
+    : mr_(mr), ptr_(ptr), size_(size), remote_(remote), domainLock_(domainLock) {}
+
+MemoryRegion::~MemoryRegion() {
+  if (!mr_) return;
+  std::unique_lock<std::mutex> lock;
+  if (domainLock_) lock = std::unique_lock<std::mutex>(*domainLock_);
+  int rc = fi_close(&mr_->fid);
+  if (rc) WARN("fi_close(mr) failed: %s", fi_strerror(-rc));
+}
+
+void* MemoryRegion::desc() const { return mr_ ? fi_mr_desc(mr_) : nullptr; }
+
+// ---------------------------------------------------------------------------------- Fabric
+
+Fabric::Fabric(const std::string& provider, const FabricOptions& options) {
+  try {
+    open(provider, options);
+  } catch (...) {
+    closeAll();  // the destructor does not run for a half-built object
+    throw;
+  }
+}
+
+Fabric::~Fabric() { closeAll(); }
+
+void Fabric::open(const std::string& provider, const FabricOptions& options) {
+  fi_info* hints = makeHints(provider);
+  fi_info* list = nullptr;
+  int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
+  fi_freeinfo(hints);
+  if (rc != 0 || !list)
+    RMACC_THROW(rmaccNetworkError,
+                "no libfabric provider%s%s offers FI_EP_RDM with FI_RMA and remote CQ data: %s",
+                provider.empty() ? "" : " named ", provider.c_str(), fi_strerror(-rc));
+  info_ = fi_dupinfo(choose(list));
+  fi_freeinfo(list);
+  if (!info_) RMACC_THROW(rmaccSystemError, "fi_dupinfo failed");
+  if (info_->domain_attr->cq_data_size < 4)
+    RMACC_THROW(rmaccNetworkError, "provider %s has only %zu bytes of remote CQ data",
+                info_->fabric_attr->prov_name, info_->domain_attr->cq_data_size);
+
+  uint64_t order = info_->tx_attr->msg_order;
+  ordered_ = (order & (FI_ORDER_RMA_WAW | FI_ORDER_WAW)) != 0 && !options.assumeUnorderedWrites;
+  localReg_ = (info_->domain_attr->mr_mode & FI_MR_LOCAL) || options.forceLocalRegistration;
+  // Unordered writes (e.g. EFA's SRD): make a local completion mean the data has landed, so
+  // the proxy can hold the signalling piece back until its siblings are in place.
+  if (!ordered_) info_->tx_attr->op_flags |= FI_DELIVERY_COMPLETE;
+
+  FI_CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+  FI_CHECK(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+
+  fi_cq_attr cqAttr{};
+  cqAttr.format = FI_CQ_FORMAT_DATA;
+  cqAttr.wait_obj = FI_WAIT_NONE;  // we poll (manual progress); no wait object to maintain
+  FI_CHECK(fi_cq_open(domain_, &cqAttr, &cq_, nullptr), "fi_cq_open");
+
+  fi_av_attr avAttr{};
+  avAttr.type = FI_AV_TABLE;
+  FI_CHECK(fi_av_open(domain_, &avAttr, &av_, nullptr), "fi_av_open");
+
+  FI_CHECK(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+  FI_CHECK(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+  FI_CHECK(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+  FI_CHECK(fi_enable(ep_), "fi_enable");
+
+  INFO(kSubsysNet,
+       "libfabric %s: fabric %s domain %s mr_mode 0x%llx max_msg %zu cq_data %zu "
+       "threading %d progress %d ordered writes %d",
+       info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name,
+       (unsigned long long)info_->domain_attr->mr_mode, info_->ep_attr->max_msg_size,
+       info_->domain_attr->cq_data_size, (int)info_->domain_attr->threading,
+       (int)info_->domain_attr->data_progress, (int)ordered_);
+}
+
+void Fabric::closeAll() {
+  // Children before parents: the provider refuses to close a domain with live endpoints.
+  auto close = [](fid* f, const char* what) {
+    if (!f) return;
+    int rc = fi_close(f);
+    if (rc) WARN("fi_close(%s) failed: %s", what, fi_strerror(-rc));
+  };
+  if (ep_) close(&ep_->fid, "ep");
+  if (av_) close(&av_->fid, "av");
+  if (cq_) close(&cq_->fid, "cq");
+  if (domain_) close(&domain_->fid, "domain");
+  if (fabric_) close(&fabric_->fid, "fabric");
+  if (info_) fi_freeinfo(info_);
+  ep_ = nullptr, av_ = nullptr, cq_ = nullptr, domain_ = nullptr, fabric_ = nullptr;
+  info_ = nullptr;
+}
+
+std::string Fabric::providerName() const { return info_->fabric_attr->prov_name; }
+
+std::vector<char> Fabric::address() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t len = 0;
+  fi_getname(&ep_->fid, nullptr, &len);  // -FI_ETOOSMALL, sets len
+  std::vector<char> addr(len);
+  FI_CHECK(fi_getname(&ep_->fid, addr.data(), &len), "fi_getname");
+  addr.resize(len);
+  return addr;
+}
+
+void Fabric::insertPeers(const std::vector<std::vector<char>>& addrs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RMACC_ARG_CHECK(!addrs.empty(), "insertPeers: no addresses");
+  size_t len = addrs[0].size();
+  std::vector<char> packed;
+  packed.reserve(len * addrs.size());
+  for (size_t r = 0; r < addrs.size(); ++r) {
+    RMACC_ARG_CHECK(addrs[r].size() == len, "insertPeers: rank %zu address has %zu bytes, rank 0's %zu",
+                    r, addrs[r].size(), len);
+    packed.insert(packed.end(), addrs[r].begin(), addrs[r].end());
+  }
+  std::vector<fi_addr_t> out(addrs.size(), FI_ADDR_NOTAVAIL);
+  int n = fi_av_insert(av_, packed.data(), addrs.size(), out.data(), 0, nullptr);
+  if (n != (int)addrs.size())
+    RMACC_THROW(rmaccNetworkError, "fi_av_insert inserted %d of %zu addresses", n, addrs.size());
+  peerAddrs_.assign(out.begin(), out.end());
+}
+
+std::unique_ptr<MemoryRegion> Fabric::registerMemory(void* ptr, size_t size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t mode = info_->domain_attr->mr_mode;
+  // Keys we choose must be unique per domain; with FI_MR_PROV_KEY the provider picks.
+  uint64_t requested = (mode & FI_MR_PROV_KEY) ? 0 : nextKey_++;
+  fid_mr* mr = nullptr;
+  int rc = fi_mr_reg(domain_, ptr, size, FI_REMOTE_WRITE | FI_WRITE, 0, requested, 0, &mr,
+                     nullptr);
+  if (rc) RMACC_THROW(rmaccNetworkError, "fi_mr_reg of %zu bytes at %p: %s", size, ptr,
+                      fi_strerror(-rc));
+  // Until a MemoryRegion owns it, a failure closes the raw fid (we already hold the lock).
+  const char* failed = nullptr;
+  if (mode & FI_MR_ENDPOINT) {
+    if ((rc = fi_mr_bind(mr, &ep_->fid, 0)) != 0) failed = "fi_mr_bind";
+    else if ((rc = fi_mr_enable(mr)) != 0) failed = "fi_mr_enable";
+  }
+  RemoteRegion remote;
+  remote.base = (mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)ptr : 0;
+  remote.key = failed ? 0 : fi_mr_key(mr);
+  remote.size = size;
+  if (!failed && remote.key == FI_KEY_NOTAVAIL) {
+    failed = "fi_mr_key (raw keys are not supported)";
+    rc = -FI_ENOSYS;
+  }
+  if (failed) {
+    fi_close(&mr->fid);
+    RMACC_THROW(rmaccNetworkError, "%s", fiError(failed, rc).c_str());
+  }
+  return std::make_unique<MemoryRegion>(mr, ptr, size, remote, &mutex_);
+}
+
+bool Fabric::needsLocalRegistration() const { return localReg_; }
+
+size_t Fabric::maxMessageBytes() const { return info_->ep_attr->max_msg_size; }
+
+bool Fabric::orderedWrites() const { return ordered_; }
+
+bool Fabric::write(int peer, const void* src, size_t bytes, void* localDesc, uint64_t remoteAddr,
+                   uint64_t key, uint32_t data, void* context) {
+  RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < peerAddrs_.size(), "write to unknown rank %d", peer);
+  RMACC_ARG_CHECK(bytes <= maxMessageBytes(), "write of %zu bytes exceeds the provider's %zu",
+                  bytes, maxMessageBytes());
+  std::lock_guard<std::mutex> lock(mutex_);
+  ssize_t rc = fi_writedata(ep_, src, bytes, localDesc, data, peerAddrs_[peer], remoteAddr, key,
+                            context);
+  if (rc == 0) return true;
+  if (rc == -FI_EAGAIN) return false;
+  RMACC_THROW(isRemoteErrno((int)-rc) ? rmaccRemoteError : rmaccNetworkError,
+              "fi_writedata of %zu bytes to rank %d: %s", bytes, peer, fi_strerror((int)-rc));
+}
+
+size_t Fabric::poll(Completion* out, size_t max) {
+  constexpr size_t kBatch = 32;
+  fi_cq_data_entry entries[kBatch];
+  if (max == 0) return 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ssize_t n = fi_cq_read(cq_, entries, max < kBatch ? max : kBatch);
+  if (n == -FI_EAGAIN) return 0;
+  if (n == -FI_EAVAIL) {
+    fi_cq_err_entry err{};
+    ssize_t rc = fi_cq_readerr(cq_, &err, 0);
+    if (rc < 0) RMACC_THROW(rmaccNetworkError, "fi_cq_readerr: %s", fi_strerror((int)-rc));
+    bool incoming = (err.flags & FI_REMOTE_CQ_DATA) != 0;
+    lastErrorContext_ = incoming ? nullptr : err.op_context;
+    char buf[256];
+    const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof(buf));
+    // tcp reports a lost peer as FI_ECANCELED with the socket's errno (ENOTCONN) beside it.
+    bool remote = isRemoteErrno(err.err) ||
+                  (err.err == FI_ECANCELED && isRemoteErrno(err.prov_errno));
+    RMACC_THROW(remote ? rmaccRemoteError : rmaccNetworkError,
+                "%s completed with error: %s (%s, provider errno %d)",
+                incoming ? "an incoming write" : "a write", fi_strerror(err.err),
+                text ? text : "?", err.prov_errno);
+  }
+  if (n < 0) RMACC_THROW(rmaccNetworkError, "fi_cq_read: %s", fi_strerror((int)-n));
+  size_t k = 0;
+  for (ssize_t i = 0; i < n; ++i) {
+    const fi_cq_data_entry& e = entries[i];
+    if (e.flags & FI_REMOTE_CQ_DATA) {
+      out[k++] = Completion{Completion::kRemoteData, nullptr, e.data & 0xffffffffull};
+    } else if (e.flags & (FI_RMA | FI_WRITE)) {
+      out[k++] = Completion{Completion::kWriteDone, e.op_context, 0};
+    } else {
+      TRACE(kSubsysNet, "ignoring a completion with flags 0x%llx", (unsigned long long)e.flags);
+    }
+  }
+  return k;
+}
+
+}  // namespace rmacc

@@ -1,0 +1,519 @@
+// The proxy thread (NCCL's rma_proxy shape): per queue, puts are posted by the host thread,
+// released by the stream through *ready, issued in order as fi_writedata pieces, and reported
+// through *done in order. Incoming completion data becomes signal increments.
+//
+// Thread ownership: Queue::posted_ is shared (its mutex); everything else below the "proxy
+// thread only" lines is touched by the proxy thread alone, except in the destructor after the
+// thread was joined.
+#include "net/proxy.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "net/proxy_backoff.h"
+#include "net/signal_tally.h"
+
+namespace rmacc {
+namespace {
+
+double nowS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t loadAcquire(volatile uint64_t* p) {
+  return __atomic_load_n(const_cast<uint64_t*>(p), __ATOMIC_ACQUIRE);
+}
+
+struct InFlight;
+
+// One piece in the provider's hands. The op context comes first: in FI_CONTEXT mode the
+// provider owns those bytes until the completion, and the completion gives us this address.
+struct Piece {
+  alignas(16) char opContext[kOpContextBytes];
+  InFlight* put = nullptr;
+};
+
+// A put the stream released (seq <= *ready), from its first issue to its last completion.
+struct InFlight {
+  uint64_t seq = 0;
+  ProxyPut put;
+  size_t pieceBytes = 0;
+  uint32_t nPieces = 0;
+  uint32_t issued = 0;
+  uint32_t completed = 0;
+  uint32_t errored = 0;  // pieces the provider returned with an error completion
+  double startS = 0;                      // when it was released; the timeout counts from here
+  void* desc = nullptr;                   // local descriptor of the source
+  std::unique_ptr<MemoryRegion> tempMr;   // the proxy's own registration (FI_MR_LOCAL)
+  std::unique_ptr<Piece[]> pieces;
+  bool fullyIssued() const { return issued == nPieces; }
+  bool finished() const { return completed == nPieces; }
+};
+
+// Host-visible words: ready and done of one queue each on their own 64-byte line, since the
+// stream writes one and the proxy the other.
+constexpr size_t kWordStride = 8;
+constexpr size_t kQueuesPerSlab = 32;
+// At most this many pieces in the provider's hands: bounds CQ use and memory.
+constexpr size_t kMaxOutstanding = 1024;
+// The 8-bit piece count of ImmData.
+constexpr size_t kMaxPieces = 255;
+
+class ProxyImpl;
+
+class Queue final : public ProxyQueue {
+ public:
+  Queue(ProxyImpl& proxy, volatile uint64_t* ready, volatile uint64_t* done)
+      : proxy_(proxy), ready_(ready), done_(done) {}
+  volatile uint64_t* ready() override { return ready_; }
+  volatile uint64_t* done() override { return done_; }
+  uint64_t post(const ProxyPut& put) override;
+
+  ProxyImpl& proxy_;
+  volatile uint64_t* const ready_;
+  volatile uint64_t* const done_;
+
+  std::mutex mutex_;  // guards posted_ and lastSeq_ (host thread vs proxy thread)
+  std::deque<std::pair<uint64_t, ProxyPut>> posted_;
+  uint64_t lastSeq_ = 0;
+
+  // Proxy thread only.
+  std::deque<std::unique_ptr<InFlight>> active_;  // released puts in seq order, until done
+  size_t issueCursor_ = 0;                        // first entry of active_ not fully issued
+  uint64_t lastTaken_ = 0;                        // seq of the last put moved to active_
+  uint64_t lastDone_ = 0;
+};
+
+class ProxyImpl final : public Proxy {
+ public:
+  ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks, volatile uint64_t* signals,
+            size_t maxPutBytes, double timeoutS)
+      : fabric_(fabric), backend_(backend), rank_(rank), nRanks_(nRanks), signals_(signals),
+        layout_{nRanks}, timeoutS_(timeoutS), ordered_(fabric.orderedWrites()),
+        localReg_(fabric.needsLocalRegistration()) {
+    pieceMax_ = std::min(maxPutBytes, fabric.maxMessageBytes());
+    RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
+    thread_ = std::thread([this] { run(); });
+  }
+  ~ProxyImpl() override;
+
+  ProxyQueue* createQueue() override;
+  std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) override {
+    return fabric_.registerMemory(ptr, bytes);
+  }
+  rmaccResult_t error(std::string* text) const override;
+  void abort() override;
+  void setErrorHandler(std::function<void(rmaccResult_t, const std::string&)> fn) override {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    errorHandler_ = std::move(fn);
+  }
+
+  // Host thread, from Queue::post: throws for a put that can never be carried out.
+  void validate(const ProxyPut& put) const;
+  // A put was posted: its ready store is probably near, so leave any long sleep.
+  void kick();
+
+ private:
+  void run();
+  bool round();
+  bool pollCompletions();
+  void onRemoteData(uint32_t data);
+  void refreshQueues();
+  bool serviceQueue(Queue& q, double now);
+  bool takeReleased(Queue& q, double now);
+  bool issue(Queue& q);
+  bool issuePiece(InFlight& f);
+  bool retire(Queue& q);
+  void checkTimeout(const Queue& q, double now);
+  void fail(rmaccResult_t code, const std::string& text);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  void sleepFor(double seconds);
+  void drain();
+  size_t piecesOf(size_t bytes) const { return bytes == 0 ? 1 : (bytes + pieceMax_ - 1) / pieceMax_; }
+
+  Fabric& fabric_;
+  Backend& backend_;
+  const int rank_;
+  const int nRanks_;
+  volatile uint64_t* const signals_;
+  const SignalLayout layout_;
+  const double timeoutS_;
+  const bool ordered_;
+  const bool localReg_;
+  size_t pieceMax_ = 0;
+
+  // Queues: created by any thread, read by the proxy thread through its snapshot mine_.
+  std::mutex queuesMutex_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::vector<std::unique_ptr<Allocation>> slabs_;
+  size_t slabUsed_ = kQueuesPerSlab;
+  std::atomic<size_t> nQueues_{0};
+
+  // Errors: first one wins.
+  mutable std::mutex errorMutex_;
+  std::atomic<bool> failed_{false};
+  rmaccResult_t errorCode_ = rmaccSuccess;
+  std::string errorText_;
+  std::function<void(rmaccResult_t, const std::string&)> errorHandler_;
+
+  // Sleep and stop.
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> aborted_{false};
+  std::mutex sleepMutex_;
+  std::condition_variable sleepCv_;
+  bool kicked_ = false;  // under sleepMutex_
+
+  // Proxy thread only.
+  std::vector<Queue*> mine_;
+  SignalTally tally_;
+  size_t outstanding_ = 0;  // pieces posted, not completed
+  uint64_t eagains_ = 0;
+  uint64_t piecesIssued_ = 0;
+
+  std::thread thread_;  // last: starts after every member above exists
+};
+
+// ------------------------------------------------------------------------ host-thread side
+
+uint64_t Queue::post(const ProxyPut& put) {
+  proxy_.validate(put);
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    seq = ++lastSeq_;
+    posted_.emplace_back(seq, put);
+  }
+  proxy_.kick();
+  return seq;
+}
+
+void ProxyImpl::validate(const ProxyPut& put) const {
+  if (aborted_.load()) RMACC_THROW(rmaccInvalidUsage, "put posted to an aborted proxy");
+  std::string text;
+  rmaccResult_t code = error(&text);
+  if (code != rmaccSuccess) RMACC_THROW(code, "the proxy failed earlier: %s", text.c_str());
+  RMACC_ARG_CHECK(put.peer >= 0 && put.peer < nRanks_, "put to rank %d of %d", put.peer, nRanks_);
+  RMACC_ARG_CHECK(put.ctx >= 0 && put.ctx < kNumContexts, "put with context %d (max %d)", put.ctx,
+                  kNumContexts - 1);
+  RMACC_ARG_CHECK(put.sigIdx >= 0 && put.sigIdx < RMACC_MAX_SIGNALS, "put with signal %d (max %d)",
+                  put.sigIdx, RMACC_MAX_SIGNALS - 1);
+  RMACC_ARG_CHECK(put.bytes == 0 || put.src, "put of %zu bytes from a null source", put.bytes);
+  // Even a pure signal needs a registered target: tcp;ofi_rxm silently drops a write whose
+  // key does not verify (measured), so the signal would be lost instead of failing.
+  RMACC_ARG_CHECK(put.dst.size > 0, "put to rank %d without a registered target region",
+                  put.peer);
+  RMACC_ARG_CHECK(put.dstOffset <= put.dst.size && put.bytes <= put.dst.size - put.dstOffset,
+                  "put of %zu bytes at offset %llu overruns rank %d's region of %llu bytes",
+                  put.bytes, (unsigned long long)put.dstOffset, put.peer,
+                  (unsigned long long)put.dst.size);
+  size_t pieces = piecesOf(put.bytes);
+  RMACC_ARG_CHECK(pieces <= kMaxPieces,
+                  "put of %zu bytes needs %zu pieces of at most %zu bytes; the completion data "
+                  "counts at most %zu (raise RMACC_MAX_PUT_BYTES)",
+                  put.bytes, pieces, pieceMax_, kMaxPieces);
+}
+
+void ProxyImpl::kick() {
+  {
+    std::lock_guard<std::mutex> lock(sleepMutex_);
+    kicked_ = true;
+  }
+  sleepCv_.notify_one();
+}
+
+ProxyQueue* ProxyImpl::createQueue() {
+  std::lock_guard<std::mutex> lock(queuesMutex_);
+  if (slabUsed_ == kQueuesPerSlab) {
+    slabs_.push_back(backend_.allocateHostVisible(kQueuesPerSlab * 2 * kWordStride * 8));
+    slabUsed_ = 0;
+  }
+  auto* words = (volatile uint64_t*)slabs_.back()->ptr() + slabUsed_++ * 2 * kWordStride;
+  words[0] = 0;
+  words[kWordStride] = 0;
+  queues_.push_back(std::make_unique<Queue>(*this, words, words + kWordStride));
+  nQueues_.store(queues_.size(), std::memory_order_release);
+  return queues_.back().get();
+}
+
+rmaccResult_t ProxyImpl::error(std::string* text) const {
+  if (!failed()) return rmaccSuccess;
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  if (text) *text = errorText_;
+  return errorCode_;
+}
+
+void ProxyImpl::abort() {
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!failed_.load()) {
+      errorCode_ = rmaccInvalidUsage;
+      errorText_ = strprintf("rank %d: the proxy was aborted", rank_);
+      failed_.store(true, std::memory_order_release);
+    }
+  }
+  aborted_.store(true);
+  stop_.store(true, std::memory_order_release);
+  kick();
+}
+
+void ProxyImpl::fail(rmaccResult_t code, const std::string& text) {
+  std::function<void(rmaccResult_t, const std::string&)> handler;
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (failed_.load()) return;
+    errorCode_ = code;
+    errorText_ = text;
+    failed_.store(true, std::memory_order_release);
+    handler = errorHandler_;
+  }
+  WARN("proxy of rank %d failed (%s): %s", rank_, rmaccGetErrorString(code), text.c_str());
+  if (handler) handler(code, text);
+}
+
+// ------------------------------------------------------------------------ proxy thread
+
+void ProxyImpl::run() {
+  pthread_setname_np(pthread_self(), "rmacc-proxy");
+  // Timer slack 1 µs (default 50 µs), or the short back-off sleeps would all be 50 µs.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  ProxyBackoff backoff;
+  while (!stop_.load(std::memory_order_acquire)) {
+    bool busy = false;
+    try {
+      busy = round();
+    } catch (const Error& e) {
+      fail(e.code(), strprintf("rank %d: %s", rank_, e.what()));
+    } catch (const std::exception& e) {
+      fail(rmaccInternalError, strprintf("rank %d: proxy: %s", rank_, e.what()));
+    }
+    double now = nowS();
+    if (busy) {
+      backoff.active(now);
+      continue;
+    }
+    double s = backoff.idle(now, outstanding_ > 0);
+    if (s > 0) sleepFor(s);
+  }
+  INFO(kSubsysProxy, "proxy of rank %d stops: %llu pieces issued, %llu -FI_EAGAIN retries", rank_,
+       (unsigned long long)piecesIssued_, (unsigned long long)eagains_);
+}
+
+void ProxyImpl::sleepFor(double seconds) {
+  std::unique_lock<std::mutex> lock(sleepMutex_);
+  sleepCv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                    [this] { return kicked_ || stop_.load(); });
+  kicked_ = false;
+}
+
+// One pass over the CQ and every queue. Returns whether anything moved.
+bool ProxyImpl::round() {
+  bool busy = pollCompletions();
+  refreshQueues();
+  double now = nowS();
+  for (Queue* q : mine_) busy |= serviceQueue(*q, now);
+  return busy;
+}
+
+void ProxyImpl::refreshQueues() {
+  if (nQueues_.load(std::memory_order_acquire) == mine_.size()) return;
+  std::lock_guard<std::mutex> lock(queuesMutex_);
+  mine_.clear();
+  for (auto& q : queues_) mine_.push_back(q.get());
+}
+
+bool ProxyImpl::pollCompletions() {
+  Completion c[32];
+  bool any = false;
+  for (;;) {
+    size_t n;
+    try {
+      n = fabric_.poll(c, 32);
+    } catch (const Error& e) {
+      // Name the peer when the failed entry was one of our pieces. The provider gave its
+      // context back, so it no longer counts as outstanding (drain need not leak it).
+      auto* piece = (Piece*)fabric_.lastErrorContext();
+      if (!piece) throw;
+      ++piece->put->errored;
+      --outstanding_;
+      const ProxyPut& p = piece->put->put;
+      RMACC_THROW(e.code(), "put of %zu bytes to rank %d (ctx %d, signal %d) failed: %s", p.bytes,
+                  p.peer, p.ctx, p.sigIdx, e.what());
+    }
+    if (n == 0) return any;
+    any = true;
+    for (size_t i = 0; i < n; ++i) {
+      if (c[i].kind == Completion::kRemoteData) {
+        onRemoteData((uint32_t)c[i].data);
+      } else {
+        auto* piece = (Piece*)c[i].context;
+        ++piece->put->completed;
+        --outstanding_;
+      }
+    }
+  }
+}
+
+void ProxyImpl::onRemoteData(uint32_t data) {
+  ImmData d = ImmData::decode(data);
+  if (d.src >= nRanks_ || d.ctx >= kNumContexts || d.sigIdx >= RMACC_MAX_SIGNALS)
+    RMACC_THROW(rmaccRemoteError, "malformed completion data 0x%08x (src %d of %d ranks)", data,
+                d.src, nRanks_);
+  size_t slot = layout_.index(d.ctx, d.sigIdx, d.src);
+  uint32_t fired = tally_.add(slot, d.chunks);
+  if (fired == 0) return;
+  // The proxy is the only writer of its signal slots, so read-modify-write is race-free.
+  uint64_t value = loadAcquire(&signals_[slot]) + fired;
+  backend_.hostWrite(&signals_[slot], value);
+}
+
+bool ProxyImpl::serviceQueue(Queue& q, double now) {
+  bool busy = takeReleased(q, now);
+  if (!failed()) busy |= issue(q);
+  busy |= retire(q);
+  checkTimeout(q, now);
+  return busy;
+}
+
+// Moves posted puts that the stream released (seq <= *ready) into active_.
+bool ProxyImpl::takeReleased(Queue& q, double now) {
+  uint64_t ready = loadAcquire(q.ready_);
+  if (ready <= q.lastTaken_) return false;
+  std::lock_guard<std::mutex> lock(q.mutex_);
+  bool any = false;
+  while (!q.posted_.empty() && q.posted_.front().first <= ready) {
+    auto f = std::make_unique<InFlight>();
+    f->seq = q.posted_.front().first;
+    f->put = q.posted_.front().second;
+    f->nPieces = (uint32_t)piecesOf(f->put.bytes);
+    f->pieceBytes = pieceMax_;
+    f->startS = now;
+    q.posted_.pop_front();
+    q.lastTaken_ = f->seq;
+    q.active_.push_back(std::move(f));
+    any = true;
+  }
+  return any;
+}
+
+// Issues released puts in seq order until the provider pushes back (-FI_EAGAIN), the
+// outstanding cap is reached, or all are issued. A stalled queue never blocks the others.
+bool ProxyImpl::issue(Queue& q) {
+  bool any = false;
+  while (q.issueCursor_ < q.active_.size()) {
+    InFlight& f = *q.active_[q.issueCursor_];
+    if (!f.pieces) {
+      f.pieces.reset(new Piece[f.nPieces]);
+      f.desc = f.put.srcDesc;
+      if (!f.desc && localReg_ && f.put.bytes > 0) {
+        f.tempMr = fabric_.registerMemory(const_cast<void*>(f.put.src), f.put.bytes);
+        f.desc = f.tempMr->desc();
+      }
+    }
+    while (!f.fullyIssued()) {
+      if (outstanding_ >= kMaxOutstanding || !issuePiece(f)) return any;
+      any = true;
+    }
+    ++q.issueCursor_;
+  }
+  return any;
+}
+
+bool ProxyImpl::issuePiece(InFlight& f) {
+  uint32_t i = f.issued;
+  bool last = i + 1 == f.nPieces;
+  // Unordered writes: the signalling piece goes last in time, once its siblings have landed
+  // (their completions mean delivery, see Fabric::orderedWrites).
+  if (last && !ordered_ && f.completed < f.nPieces - 1) return false;
+  size_t offset = (size_t)i * f.pieceBytes;
+  size_t len = last ? f.put.bytes - offset : f.pieceBytes;
+  const char* src = f.put.bytes ? (const char*)f.put.src + offset : nullptr;
+  uint32_t data = ImmData::encode(rank_, f.put.ctx, f.put.sigIdx, last ? (int)f.nPieces : 0);
+  Piece& piece = f.pieces[i];
+  piece.put = &f;
+  uint64_t remote = f.put.dst.addrOf(f.put.dstOffset + offset);
+  if (!fabric_.write(f.put.peer, src, len, f.desc, remote, f.put.dst.key, data, &piece)) {
+    ++eagains_;  // rxm connects lazily; the next round polls (progress) and retries
+    return false;
+  }
+  ++f.issued;
+  ++outstanding_;
+  ++piecesIssued_;
+  return true;
+}
+
+// Publishes done = seq of the last put that completed with everything before it.
+bool ProxyImpl::retire(Queue& q) {
+  uint64_t before = q.lastDone_;
+  while (!q.active_.empty() && q.active_.front()->fullyIssued() &&
+         q.active_.front()->finished()) {
+    q.lastDone_ = q.active_.front()->seq;
+    q.active_.pop_front();
+    --q.issueCursor_;
+  }
+  if (q.lastDone_ == before) return false;
+  backend_.hostWrite(q.done_, q.lastDone_);
+  return true;
+}
+
+void ProxyImpl::checkTimeout(const Queue& q, double now) {
+  if (q.active_.empty() || failed()) return;
+  const InFlight& f = *q.active_.front();
+  if (now - f.startS <= timeoutS_) return;
+  fail(rmaccTimeout,
+       strprintf("rank %d: put #%llu of %zu bytes to rank %d (ctx %d, signal %d) not complete "
+                 "after %.1f s (%u/%u pieces issued, %u completed): is rank %d alive?",
+                 rank_, (unsigned long long)f.seq, f.put.bytes, f.put.peer, f.put.ctx,
+                 f.put.sigIdx, now - f.startS, f.issued, f.nPieces, f.completed, f.put.peer));
+}
+
+// After the thread stopped: let pieces in the provider's hands complete, so that no op context
+// we free can be written later. Whatever cannot complete (dead peer, abort) is leaked on
+// purpose: freeing it would hand the provider dangling contexts.
+void ProxyImpl::drain() {
+  double limit = (aborted_.load() || failed()) ? 0.2 : std::min(timeoutS_, 5.0);
+  double deadline = nowS() + limit;
+  while (outstanding_ > 0 && nowS() < deadline) {
+    try {
+      if (!pollCompletions()) sleepFor(50e-6);
+    } catch (const std::exception& e) {
+      INFO(kSubsysProxy, "rank %d: while draining the proxy: %s", rank_, e.what());
+    }
+  }
+  if (outstanding_ == 0) return;
+  WARN("rank %d: %zu network writes still in flight at proxy teardown; leaking their state",
+       rank_, outstanding_);
+  for (auto& q : queues_)
+    for (auto& f : q->active_)
+      if (f->issued > f->completed + f->errored) (void)f.release();
+}
+
+ProxyImpl::~ProxyImpl() {
+  stop_.store(true, std::memory_order_release);
+  kick();
+  if (thread_.joinable()) thread_.join();
+  drain();
+}
+
+}  // namespace
+
+std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, int nRanks,
+                                  volatile uint64_t* signals, size_t maxPutBytes,
+                                  double timeoutS) {
+  RMACC_ARG_CHECK(nRanks > 0 && nRanks <= kMaxRanks, "proxy for %d ranks (max %d)", nRanks,
+                  kMaxRanks);
+  RMACC_ARG_CHECK(rank >= 0 && rank < nRanks, "proxy for rank %d of %d", rank, nRanks);
+  RMACC_ARG_CHECK(signals != nullptr, "proxy without a signal array");
+  RMACC_ARG_CHECK(timeoutS > 0, "proxy timeout must be positive");
+  return std::make_unique<ProxyImpl>(fabric, backend, rank, nRanks, signals, maxPutBytes,
+                                     timeoutS);
+}
+
+}  // namespace rmacc

@@ -1,0 +1,638 @@
+// src/net tests, fabtests-style: small one-feature programs over the tcp provider on loopback,
+// each rank a real process. Without the tcp provider every case is skipped, not failed.
+//
+// Tiers: pure logic (SignalTally, ProxyBackoff); FabricTest (raw fi_writedata); ProxyTest
+// (puts with signals through the proxy thread and the real host backend).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "net/fabric.h"
+#include "net/proxy.h"
+#include "net/proxy_backoff.h"
+#include "net/signal_tally.h"
+#include "support/multiprocess.h"
+
+namespace rmacc {
+namespace {
+
+using test::patternByte;
+using test::RankContext;
+using test::RunOptions;
+
+constexpr int kMaxTestRanks = 8;
+
+double nowS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+RunOptions netOptions(double timeoutS = 240) {
+  RunOptions o;
+  o.timeoutS = timeoutS;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}};
+  return o;
+}
+
+// Probed in a child: libfabric must not be initialised in the parent that forks the ranks.
+bool tcpAvailable() {
+  static int available = -1;
+  if (available < 0) {
+    auto st = test::runRanksStatus(1, netOptions(60), [](const RankContext&) { Fabric f("tcp"); });
+    available = st[0] == 0;
+  }
+  return available;
+}
+#define SKIP_WITHOUT_TCP() \
+  if (!tcpAvailable()) GTEST_SKIP() << "libfabric tcp provider not available"
+
+// ------------------------------------------------------------------ shared-memory control
+
+// Out-of-band exchange through RankContext::shared (the control plane is not ours to use).
+struct Board {
+  std::atomic<int> count, gen;
+  std::atomic<int> published[kMaxTestRanks];
+  uint32_t addrLen[kMaxTestRanks];
+  char addr[kMaxTestRanks][256];
+  RemoteRegion region[kMaxTestRanks];
+  std::atomic<uint64_t> ack[kMaxTestRanks];
+  std::atomic<int> pid[kMaxTestRanks];
+};
+Board* boardOf(const RankContext& c) { return static_cast<Board*>(c.shared); }
+
+// Waits for pred(), calling idle() in between (fabric progress, or a short sleep).
+void waitFor(const std::function<bool()>& pred, const std::function<void()>& idle,
+             double timeoutS, const char* what) {
+  double deadline = nowS() + timeoutS;
+  while (!pred()) {
+    if (nowS() > deadline) RMACC_THROW(rmaccTimeout, "timed out waiting for %s", what);
+    if (idle) idle();
+    else usleep(200);
+  }
+}
+
+void barrier(Board* b, int n, const std::function<void()>& idle = {}) {
+  int gen = b->gen.load();
+  if (b->count.fetch_add(1) + 1 == n) {
+    b->count.store(0);
+    b->gen.fetch_add(1);
+    return;
+  }
+  waitFor([&] { return b->gen.load() != gen; }, idle, 120, "the barrier");
+}
+
+struct PeerInfo {
+  std::vector<std::vector<char>> addrs;
+  std::vector<RemoteRegion> regions;
+};
+
+PeerInfo exchange(const RankContext& c, const Fabric& fabric, RemoteRegion mine,
+                  const std::function<void()>& idle = {}) {
+  Board* b = boardOf(c);
+  std::vector<char> a = fabric.address();
+  EXPECT_LE(a.size(), sizeof(b->addr[0]));
+  memcpy(b->addr[c.rank], a.data(), a.size());
+  b->addrLen[c.rank] = (uint32_t)a.size();
+  b->region[c.rank] = mine;
+  b->published[c.rank].store(1);
+  barrier(b, c.nRanks, idle);
+  PeerInfo p;
+  for (int r = 0; r < c.nRanks; ++r) {
+    p.addrs.emplace_back(b->addr[r], b->addr[r] + b->addrLen[r]);
+    p.regions.push_back(b->region[r]);
+  }
+  return p;
+}
+
+void fill(uint8_t* p, size_t n, int src, int dst, uint64_t salt) {
+  for (size_t i = 0; i < n; ++i) p[i] = patternByte(src, dst, i, salt);
+}
+// Index of the first wrong byte, or -1.
+long long firstMismatch(const uint8_t* p, size_t n, int src, int dst, uint64_t salt) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != patternByte(src, dst, i, salt)) return (long long)i;
+  return -1;
+}
+
+// --------------------------------------------------------------------- pure logic tier
+
+TEST(SignalTallyTest, UnsplitPutsFireAtOnce) {
+  SignalTally t;
+  EXPECT_EQ(t.add(3, 1), 1u);
+  EXPECT_EQ(t.add(3, 1), 1u);
+  EXPECT_EQ(t.pending(), 0u);
+}
+
+TEST(SignalTallyTest, SplitPutFiresOnlyWhenAllPiecesLanded) {
+  SignalTally t;
+  EXPECT_EQ(t.add(7, 0), 0u);
+  EXPECT_EQ(t.add(7, 0), 0u);
+  EXPECT_EQ(t.add(7, 3), 1u);
+  EXPECT_EQ(t.pending(), 0u);
+  // The final overtakes its siblings: nothing fires until the last sibling lands.
+  EXPECT_EQ(t.add(7, 3), 0u);
+  EXPECT_EQ(t.add(7, 0), 0u);
+  EXPECT_EQ(t.add(7, 0), 1u);
+  EXPECT_EQ(t.pending(), 0u);
+}
+
+TEST(SignalTallyTest, InterleavedPutsAndSlotsStayApart) {
+  SignalTally t;
+  EXPECT_EQ(t.add(1, 0), 0u);  // put A (3 pieces) to slot 1
+  EXPECT_EQ(t.add(2, 0), 0u);  // put C (2 pieces) to slot 2
+  EXPECT_EQ(t.add(1, 1), 1u);  // put B (1 piece) to slot 1 completes by itself
+  EXPECT_EQ(t.add(1, 0), 0u);
+  EXPECT_EQ(t.add(2, 2), 1u);
+  EXPECT_EQ(t.add(1, 3), 1u);
+  EXPECT_EQ(t.pending(), 0u);
+}
+
+TEST(ProxyBackoffTest, SpinsThenYieldsThenSleepsWithCaps) {
+  ProxyBackoff b;
+  double t = 1000;
+  b.active(t);
+  for (int i = 0; i < ProxyBackoff::kSpinRounds + ProxyBackoff::kYieldRounds; ++i)
+    EXPECT_EQ(b.idle(t, false), 0);
+  EXPECT_DOUBLE_EQ(b.idle(t, false), 1e-6);
+  EXPECT_DOUBLE_EQ(b.idle(t, false), 2e-6);
+  double s = 0;
+  for (int i = 0; i < 40; ++i) s = b.idle(t, false);
+  EXPECT_DOUBLE_EQ(s, ProxyBackoff::kRecentCapS);
+  EXPECT_DOUBLE_EQ(b.idle(t, true), ProxyBackoff::kInFlightCapS);
+  EXPECT_DOUBLE_EQ(b.idle(t + 1, false), ProxyBackoff::kIdleCapS);
+  b.active(t + 1);
+  EXPECT_EQ(b.idle(t + 1, false), 0);
+}
+
+// ------------------------------------------------------------------------- fabric tier
+
+// Polls a Fabric and keeps what it read, so that waiting for one thing loses nothing else.
+struct Pump {
+  Fabric& fabric;
+  std::deque<Completion> got;
+  void progress() {
+    Completion c[16];
+    size_t n = fabric.poll(c, 16);
+    got.insert(got.end(), c, c + n);
+    if (n == 0) usleep(20);
+  }
+  bool take(Completion::Kind kind, Completion* out) {
+    for (auto it = got.begin(); it != got.end(); ++it) {
+      if (it->kind != kind) continue;
+      *out = *it;
+      got.erase(it);
+      return true;
+    }
+    return false;
+  }
+};
+
+TEST(FabricTest, OpensAndRegisters) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(1, netOptions(), [](const RankContext&) {
+    Fabric f("tcp");
+    EXPECT_NE(f.providerName().find("tcp"), std::string::npos) << f.providerName();
+    EXPECT_FALSE(f.address().empty());
+    EXPECT_GE(f.maxMessageBytes(), 1u << 20);
+    std::vector<char> buf(1 << 20);
+    auto mr = f.registerMemory(buf.data(), buf.size());
+    EXPECT_EQ(mr->remote().size, buf.size());
+    auto mr2 = f.registerMemory(buf.data(), 4096);
+    if (mr->remote().key == mr2->remote().key) ADD_FAILURE() << "two registrations share a key";
+    printf("[ provider ] %s max message %zu, FI_MR_LOCAL %d, ordered writes %d, base %s\n",
+           f.providerName().c_str(), f.maxMessageBytes(), (int)f.needsLocalRegistration(),
+           (int)f.orderedWrites(), mr->remote().base ? "virtual address" : "offset");
+  });
+}
+
+TEST(FabricTest, UnknownProviderThrowsNetworkError) {
+  test::runRanks(1, netOptions(), [](const RankContext&) {
+    try {
+      Fabric f("no-such-provider");
+      ADD_FAILURE() << "opened a provider that does not exist";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), rmaccNetworkError) << e.what();
+    }
+  });
+}
+
+// Two processes: rank 0 writes 0 B .. 64 MiB into rank 1's region with completion data; rank 1
+// checks every byte (and the guard bytes around) the moment the remote completion appears.
+TEST(FabricTest, WriteDataByteExactUpTo64MiB) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(2, netOptions(), [](const RankContext& c) {
+    const std::vector<size_t> sizes = {0, 1, 2, 3, 7, 64, 4095, 4096, 4097, 65536 + 13,
+                                       1 << 20, (4 << 20) + 1, 16 << 20, 64 << 20, 0};
+    const size_t kBytes = (64 << 20) + 4096;
+    Fabric f("tcp");
+    Pump pump{f, {}};
+    std::vector<uint8_t> buf(kBytes, 0xEE);
+    auto mr = f.registerMemory(buf.data(), buf.size());
+    PeerInfo peers = exchange(c, f, mr->remote(), [&] { pump.progress(); });
+    f.insertPeers(peers.addrs);
+    Board* b = boardOf(c);
+    uint64_t eagain = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      size_t n = sizes[i], off = (i * 977) % 4000 + 1;
+      if (c.rank == 0) {
+        fill(buf.data(), n, 0, 1, i);
+        alignas(16) char ctx[kOpContextBytes];
+        double t0 = nowS();
+        while (!f.write(1, n ? buf.data() : nullptr, n, mr->desc(),
+                        peers.regions[1].addrOf(off), peers.regions[1].key, (uint32_t)i, ctx)) {
+          ++eagain;
+          pump.progress();
+        }
+        Completion done;
+        waitFor([&] { return pump.take(Completion::kWriteDone, &done); }, [&] { pump.progress(); },
+                60, "the local completion");
+        EXPECT_EQ(done.context, (void*)ctx);
+        waitFor([&] { return b->ack[1].load() > i; }, [&] { pump.progress(); }, 60, "the ack");
+        if (n >= (16u << 20))
+          printf("[ write    ] %zu bytes in %.1f ms (incl. verification)\n", n,
+                 (nowS() - t0) * 1e3);
+      } else {
+        Completion got;
+        waitFor([&] { return pump.take(Completion::kRemoteData, &got); }, [&] { pump.progress(); },
+                60, "remote completion data");
+        EXPECT_EQ(got.data, i);
+        EXPECT_EQ(firstMismatch(buf.data() + off, n, 0, 1, i), -1) << "write " << i << ", " << n
+                                                                    << " bytes";
+        EXPECT_EQ(buf[off - 1], 0xEE) << "byte before write " << i;
+        EXPECT_EQ(buf[off + n], 0xEE) << "byte after write " << i;
+        memset(buf.data() + off, 0xEE, n);
+        b->ack[1].store(i + 1);
+      }
+    }
+    if (c.rank == 0) printf("[ rxm      ] %llu -FI_EAGAIN before writes went through\n",
+                            (unsigned long long)eagain);
+    barrier(b, 2, [&] { pump.progress(); });
+  });
+}
+
+// -------------------------------------------------------------------------- proxy tier
+
+constexpr int kCtxData = 0;
+constexpr int kCtxAck = 1;
+
+// One rank's proxy stack on the real host backend: signals, a registered window, a proxy and
+// a stream that plays the device's role (writes ready, waits on done and on signals).
+// Member order is teardown order reversed: the proxy goes before the registrations, those
+// before the fabric, the backend last.
+struct ProxyRank {
+  const RankContext& c;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Allocation> signalMem;
+  volatile uint64_t* signals = nullptr;
+  SignalLayout layout;
+  std::unique_ptr<Allocation> window;
+  std::unique_ptr<Fabric> fabric;
+  std::unique_ptr<MemoryRegion> windowMr;
+  std::unique_ptr<Proxy> proxy;
+  std::unique_ptr<Stream> stream;
+  PeerInfo peers;
+
+  ProxyRank(const RankContext& ctx, size_t windowBytes, size_t maxPutBytes, double timeoutS,
+            const FabricOptions& fo = {})
+      : c(ctx), layout{ctx.nRanks} {
+    backend = createHostBackend(std::max(timeoutS, 60.0));
+    signalMem = backend->allocateHostVisible(layout.bytes());
+    signals = (volatile uint64_t*)signalMem->ptr();
+    for (size_t i = 0; i < layout.count(); ++i) signals[i] = 0;
+    window = backend->allocate(std::max<size_t>(windowBytes, 64));
+    memset(window->ptr(), 0xEE, window->size());
+    fabric = std::make_unique<Fabric>("tcp", fo);
+    windowMr = fabric->registerMemory(window->ptr(), window->size());
+    peers = exchange(c, *fabric, windowMr->remote());
+    fabric->insertPeers(peers.addrs);
+    proxy = startProxy(*fabric, *backend, c.rank, c.nRanks, signals, maxPutBytes, timeoutS);
+    stream = backend->createStream();
+  }
+  uint8_t* win() const { return (uint8_t*)window->ptr(); }
+  volatile uint64_t* sig(int ctx, int sigIdx, int src) const {
+    return &signals[layout.index(ctx, sigIdx, src)];
+  }
+  uint64_t load(volatile uint64_t* p) const {
+    return __atomic_load_n(const_cast<uint64_t*>(p), __ATOMIC_ACQUIRE);
+  }
+  // The device side of the handshake, through the stream as the executor will do it.
+  void release(ProxyQueue* q, uint64_t seq) { stream->writeValue(q->ready(), seq); }
+  void waitAtLeast(volatile uint64_t* p, uint64_t value) {
+    WaitDesc w{p, value};
+    stream->waitValues(&w, 1);
+    stream->synchronize();
+  }
+  ProxyPut put(int peer, const void* src, size_t bytes, uint64_t dstOffset, int ctx, int sigIdx) {
+    ProxyPut p;
+    p.peer = peer, p.src = src, p.bytes = bytes, p.dst = peers.regions[peer];
+    p.dstOffset = dstOffset, p.ctx = ctx, p.sigIdx = sigIdx;
+    return p;
+  }
+  void expectHealthy() {
+    std::string text;
+    EXPECT_EQ(proxy->error(&text), rmaccSuccess) << text;
+  }
+  // Nobody tears down while a peer may still write into its window or wait for its acks.
+  void finish() {
+    expectHealthy();
+    barrier(boardOf(c), c.nRanks);
+  }
+};
+
+// The size and offset of the put src -> dst in round k: both ends derive them.
+struct PutShape {
+  size_t bytes, offset;
+};
+PutShape shapeOf(int src, int dst, int k, size_t maxBytes, size_t slotBytes) {
+  std::mt19937_64 rng(((uint64_t)src << 40) ^ ((uint64_t)dst << 20) ^ (uint64_t)k ^ 0x5eed);
+  size_t bytes = (rng() % 8 == 0) ? 0 : rng() % (maxBytes + 1);
+  size_t offset = rng() % (slotBytes - bytes + 1);
+  return {bytes, offset};
+}
+
+// Every rank puts to every other rank each round (random sizes and offsets in its slot of the
+// peer's window); the receiver checks the bytes the moment its signal reaches the expected
+// count, then acknowledges with a zero-byte put on another context; the sender reuses its
+// slot only after the ack. Data and acks go through two queues.
+void allPairsRounds(const RankContext& c, size_t maxBytes, int rounds) {
+  const size_t slot = maxBytes + 4096;
+  ProxyRank pr(c, slot * c.nRanks, 1ull << 30, 60);
+  ProxyQueue* dataQ = pr.proxy->createQueue();
+  ProxyQueue* ackQ = pr.proxy->createQueue();
+  std::vector<std::vector<uint8_t>> src(c.nRanks);
+  std::vector<uint64_t> lastData(c.nRanks, 0);
+  uint64_t lastAck = 0;
+  for (int k = 0; k < rounds; ++k) {
+    for (int d = 0; d < c.nRanks; ++d) {
+      if (d == c.rank) continue;
+      if (k > 0) {
+        pr.waitAtLeast(pr.sig(kCtxAck, 0, d), k);           // d consumed round k-1
+        pr.waitAtLeast(dataQ->done(), lastData[d]);          // our source is free again
+      }
+      PutShape sh = shapeOf(c.rank, d, k, maxBytes, slot);
+      src[d].resize(sh.bytes);
+      fill(src[d].data(), sh.bytes, c.rank, d, k);
+      lastData[d] = dataQ->post(pr.put(d, src[d].data(), sh.bytes, c.rank * slot + sh.offset,
+                                       kCtxData, 0));
+      pr.release(dataQ, lastData[d]);
+    }
+    for (int s = 0; s < c.nRanks; ++s) {
+      if (s == c.rank) continue;
+      pr.waitAtLeast(pr.sig(kCtxData, 0, s), k + 1);
+      EXPECT_EQ(pr.load(pr.sig(kCtxData, 0, s)), (uint64_t)k + 1) << "signal overshoot from " << s;
+      PutShape sh = shapeOf(s, c.rank, k, maxBytes, slot);
+      uint8_t* at = pr.win() + s * slot + sh.offset;
+      EXPECT_EQ(firstMismatch(at, sh.bytes, s, c.rank, k), -1)
+          << "round " << k << " from rank " << s << ": " << sh.bytes << " bytes at " << sh.offset;
+      lastAck = ackQ->post(pr.put(s, nullptr, 0, 0, kCtxAck, 0));
+      pr.release(ackQ, lastAck);
+    }
+  }
+  pr.waitAtLeast(ackQ->done(), lastAck);
+  pr.finish();
+}
+
+TEST(ProxyTest, PutsWithSignalsTwoRanksUpTo64MiB) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(2, netOptions(), [](const RankContext& c) { allPairsRounds(c, 64 << 20, 4); });
+}
+
+TEST(ProxyTest, PutsWithSignalsFourRanks) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(4, netOptions(), [](const RankContext& c) { allPairsRounds(c, 8 << 20, 4); });
+}
+
+// maxPutBytes 4096: a ~1 MiB put travels as 255 pieces (the most the 8-bit piece count of
+// the completion data allows; the last piece is short) and raises its signal exactly once,
+// after every byte landed. Parameter: the tcp provider as it is (ordered writes, no local
+// registration), or forced through the paths of EFA-like providers (unordered writes:
+// FI_DELIVERY_COMPLETE and the final piece held back; FI_MR_LOCAL: the proxy registers sources).
+class SplitPutTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SplitPutTest, SignalsOnceWhenAllPiecesLanded) {
+  SKIP_WITHOUT_TCP();
+  bool emulate = GetParam();
+  test::runRanks(2, netOptions(), [emulate](const RankContext& c) {
+    const size_t kPiece = 4096, kBytes = 255 * kPiece - 77;
+    FabricOptions fo;
+    fo.assumeUnorderedWrites = fo.forceLocalRegistration = emulate;
+    ProxyRank pr(c, 2 * kBytes, kPiece, 60, fo);
+    EXPECT_EQ(pr.fabric->orderedWrites(), !emulate);
+    ProxyQueue* q = pr.proxy->createQueue();
+    if (c.rank == 0) {
+      std::vector<uint8_t> src(kBytes);
+      for (int k = 0; k < 2; ++k) {
+        fill(src.data(), kBytes, 0, 1, k);
+        uint64_t seq = q->post(pr.put(1, src.data(), kBytes, k * kBytes, kCtxData, 3));
+        pr.release(q, seq);
+        pr.waitAtLeast(q->done(), seq);
+      }
+      // One piece more than the completion data can count: refused at post, proxy unharmed.
+      try {
+        q->post(pr.put(1, src.data(), 255 * kPiece + 1, 0, kCtxData, 3));
+        ADD_FAILURE() << "a 256-piece put was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), rmaccInvalidArgument) << e.what();
+      }
+    } else {
+      for (int k = 0; k < 2; ++k) {
+        pr.waitAtLeast(pr.sig(kCtxData, 3, 0), k + 1);
+        EXPECT_EQ(firstMismatch(pr.win() + k * kBytes, kBytes, 0, 1, k), -1) << "put " << k;
+      }
+      usleep(200 * 1000);  // no late extra increments
+      EXPECT_EQ(pr.load(pr.sig(kCtxData, 3, 0)), 2u);
+    }
+    pr.finish();
+  });
+}
+INSTANTIATE_TEST_SUITE_P(Net, SplitPutTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "EmulatedEfaPaths" : "Tcp"; });
+
+// Two queues of one rank to the same peer: B is released entirely while A is held, so B must
+// finish on its own (queues never block each other); then A. done is per queue, in order.
+TEST(ProxyTest, TwoQueuesInterleave) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(2, netOptions(), [](const RankContext& c) {
+    const int kPuts = 16;
+    const size_t kBytes = 256 << 10;
+    ProxyRank pr(c, 2 * kPuts * kBytes, 1ull << 30, 60);
+    if (c.rank == 0) {
+      ProxyQueue* qa = pr.proxy->createQueue();
+      ProxyQueue* qb = pr.proxy->createQueue();
+      std::vector<uint8_t> src(2 * kPuts * kBytes);
+      uint64_t lastA = 0, lastB = 0;
+      for (int i = 0; i < 2 * kPuts; ++i) {  // A0 B0 A1 B1 ...: regions i*kBytes
+        fill(src.data() + i * kBytes, kBytes, 0, 1, i);
+        ProxyQueue* q = (i % 2) ? qb : qa;
+        uint64_t seq = q->post(pr.put(1, src.data() + i * kBytes, kBytes, i * kBytes, kCtxData,
+                                      (i % 2) ? 2 : 1));
+        ((i % 2) ? lastB : lastA) = seq;
+      }
+      EXPECT_EQ(lastA, (uint64_t)kPuts);
+      EXPECT_EQ(lastB, (uint64_t)kPuts);
+      for (uint64_t s = 1; s <= lastB; ++s) pr.release(qb, s);
+      pr.waitAtLeast(qb->done(), lastB);
+      EXPECT_EQ(pr.load(qa->done()), 0u) << "queue A moved without its ready";
+      pr.release(qa, lastA);
+      pr.waitAtLeast(qa->done(), lastA);
+    } else {
+      pr.waitAtLeast(pr.sig(kCtxData, 2, 0), kPuts);
+      pr.waitAtLeast(pr.sig(kCtxData, 1, 0), kPuts);
+      for (int i = 0; i < 2 * kPuts; ++i)
+        EXPECT_EQ(firstMismatch(pr.win() + i * kBytes, kBytes, 0, 1, i), -1) << "put " << i;
+    }
+    pr.finish();
+  });
+}
+
+// Rank 1 dies (SIGKILL) when the first of a stream of puts has landed, the rest still in
+// flight or queued: rank 0's proxy must report an error naming the peer within about its
+// timeout (an error completion, or the put timeout when rxm keeps answering -FI_EAGAIN while
+// it tries to reconnect), call the error handler once, refuse later puts; nothing hangs.
+TEST(ProxyTest, KilledPeerBecomesAnError) {
+  SKIP_WITHOUT_TCP();
+  auto status = test::runRanksStatus(2, netOptions(120), [](const RankContext& c) {
+    const double kTimeoutS = 3;
+    const size_t kBytes = 4 << 20;
+    const int kPuts = 32;
+    ProxyRank pr(c, kBytes, 1ull << 30, kTimeoutS);
+    ProxyQueue* q = pr.proxy->createQueue();
+    if (c.rank == 1) {
+      pr.waitAtLeast(pr.sig(kCtxData, 0, 0), 1);
+      raise(SIGKILL);
+    }
+    std::atomic<int> handlerCalls{0};
+    pr.proxy->setErrorHandler([&](rmaccResult_t, const std::string&) { ++handlerCalls; });
+    std::vector<uint8_t> src(kBytes, 1);
+    double t0 = nowS();
+    for (int i = 0; i < kPuts; ++i) pr.release(q, q->post(pr.put(1, src.data(), kBytes, 0, kCtxData, 0)));
+    std::string text;
+    rmaccResult_t code = rmaccSuccess;
+    while ((code = pr.proxy->error(&text)) == rmaccSuccess && nowS() - t0 < 60) usleep(10 * 1000);
+    double took = nowS() - t0;
+    printf("[ dead peer] error after %.2f s, done %llu of %d: %s: %s\n", took,
+           (unsigned long long)pr.load(q->done()), kPuts, rmaccGetErrorString(code), text.c_str());
+    EXPECT_TRUE(code == rmaccRemoteError || code == rmaccNetworkError || code == rmaccTimeout)
+        << code;
+    EXPECT_LT(took, kTimeoutS + 10);
+    EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+    EXPECT_EQ(handlerCalls.load(), 1);
+    EXPECT_LT(pr.load(q->done()), (uint64_t)kPuts);
+    EXPECT_THROW(q->post(pr.put(1, src.data(), 1, 0, kCtxData, 0)), Error);
+  });
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 128 + SIGKILL);
+}
+
+// Rank 1 dies while the connection is idle; rank 0 posts afterwards. rxm answers -FI_EAGAIN
+// while it tries to reconnect, so this is the put timeout's case: the error comes after about
+// timeoutS and names the peer.
+TEST(ProxyTest, PutToPeerThatDiedTimesOut) {
+  SKIP_WITHOUT_TCP();
+  auto status = test::runRanksStatus(2, netOptions(120), [](const RankContext& c) {
+    const double kTimeoutS = 2;
+    ProxyRank pr(c, 4096, 1ull << 30, kTimeoutS);
+    ProxyQueue* q = pr.proxy->createQueue();
+    Board* b = boardOf(c);
+    if (c.rank == 1) {
+      pr.waitAtLeast(pr.sig(kCtxData, 0, 0), 1);
+      b->pid[1].store(getpid());
+      raise(SIGKILL);
+    }
+    char src[64] = {};
+    uint64_t seq = q->post(pr.put(1, src, sizeof(src), 0, kCtxData, 0));
+    pr.release(q, seq);
+    pr.waitAtLeast(q->done(), seq);
+    waitFor([&] { return b->pid[1].load() != 0 && kill(b->pid[1].load(), 0) != 0; }, {}, 30,
+            "rank 1 to die");
+    double t0 = nowS();
+    pr.release(q, q->post(pr.put(1, src, sizeof(src), 0, kCtxData, 0)));
+    std::string text;
+    rmaccResult_t code = rmaccSuccess;
+    while ((code = pr.proxy->error(&text)) == rmaccSuccess && nowS() - t0 < 60) usleep(10 * 1000);
+    double took = nowS() - t0;
+    printf("[ dead peer] error after %.2f s: %s: %s\n", took, rmaccGetErrorString(code),
+           text.c_str());
+    EXPECT_NE(code, rmaccSuccess);
+    EXPECT_LT(took, kTimeoutS + 5);
+    EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+  });
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 128 + SIGKILL);
+}
+
+// Bad puts are refused at post() with rmaccInvalidArgument and leave the proxy healthy.
+TEST(ProxyTest, InvalidPutsRefused) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(2, netOptions(), [](const RankContext& c) {
+    ProxyRank pr(c, 4096, 1ull << 30, 60);
+    ProxyQueue* q = pr.proxy->createQueue();
+    char src[16] = {};
+    auto expectRefused = [&](ProxyPut p, const char* what) {
+      try {
+        q->post(p);
+        ADD_FAILURE() << what << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), rmaccInvalidArgument) << what << ": " << e.what();
+      }
+    };
+    int peer = 1 - c.rank;
+    ProxyPut p = pr.put(peer, src, 16, 0, kCtxData, 0);
+    p.peer = 2;
+    expectRefused(p, "peer out of range");
+    p = pr.put(peer, src, 16, 0, kNumContexts, 0);
+    expectRefused(p, "context out of range");
+    p = pr.put(peer, src, 16, 0, kCtxData, RMACC_MAX_SIGNALS);
+    expectRefused(p, "signal out of range");
+    p = pr.put(peer, src, 16, 4090, kCtxData, 0);
+    expectRefused(p, "overrun of the target region");
+    p = pr.put(peer, nullptr, 16, 0, kCtxData, 0);
+    expectRefused(p, "null source");
+    p = pr.put(peer, nullptr, 0, 0, kCtxData, 0);
+    p.dst = RemoteRegion{};
+    expectRefused(p, "unregistered target");
+    EXPECT_EQ(q->post(pr.put(peer, src, 16, 0, kCtxData, 0)), 1u);  // no seq was consumed
+    pr.release(q, 1);
+    pr.waitAtLeast(pr.sig(kCtxData, 0, peer), 1);
+    pr.waitAtLeast(q->done(), 1);
+    pr.finish();
+  });
+}
+
+// An idle proxy sleeps: over one second it uses a small fraction of a core. abort() stops it
+// at once and later posts are refused.
+TEST(ProxyTest, IdleProxySleepsAndAbortIsPrompt) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(2, netOptions(), [](const RankContext& c) {
+    ProxyRank pr(c, 4096, 1ull << 30, 60);
+    ProxyQueue* q = pr.proxy->createQueue();
+    usleep(300 * 1000);  // let start-up activity age out of the "recently active" window
+    timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    usleep(1000 * 1000);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    double cpu = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+    printf("[ idle     ] rank %d: %.1f ms CPU in 1 s idle\n", c.rank, cpu * 1e3);
+    EXPECT_LT(cpu, 0.1);
+    barrier(boardOf(c), c.nRanks);
+    double t0 = nowS();
+    pr.proxy->abort();
+    EXPECT_THROW(q->post(pr.put(1 - c.rank, nullptr, 0, 0, kCtxData, 0)), Error);
+    pr.proxy.reset();
+    EXPECT_LT(nowS() - t0, 0.5);
+  });
+}
+
+}  // namespace
+}  // namespace rmacc
