@@ -24,6 +24,10 @@ struct UniqueIdData {
 };
 static_assert(sizeof(UniqueIdData) <= RMACC_UNIQUE_ID_BYTES, "unique id too large");
 
+// Tags with this bit set belong to the bootstrap's own collectives (allGather, barrier);
+// send and recv reject them with rmaccInvalidArgument.
+constexpr uint32_t kBootstrapReservedTagBit = 0x80000000u;
+
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
@@ -33,7 +37,8 @@ class Bootstrap {
   virtual void allGather(void* data, size_t bytes) = 0;
   virtual void barrier() = 0;
   // Point-to-point messages; `tag` separates independent exchanges. recv blocks until a
-  // message with that tag arrives from `peer` and returns it whole.
+  // message with that tag arrives from `peer` and returns it whole. Messages with the same
+  // (peer, tag) arrive in the order they were sent. Both are safe to call from several threads.
   virtual void send(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
   virtual std::vector<char> recv(int peer, uint32_t tag) = 0;
   // Makes every blocked and later call throw rmaccRemoteError ("aborted").

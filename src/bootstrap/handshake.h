@@ -1,0 +1,66 @@
+// The control plane's wire formats, and the accept loop shared by the root and by every rank's
+// listener. All structs travel as raw bytes in host byte order: every rank of a job runs the
+// same build on the same architecture (the magic numbers catch anything else).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "bootstrap/socket.h"
+
+namespace rmacc::boot {
+
+// A rank's first message to the root: who it is and where its own listener is.
+struct RootHello {
+  static constexpr uint64_t kMagic = 0x726d616363524831ull;  // "rmaccRH1"
+  uint64_t magic;
+  uint8_t secret[32];
+  uint32_t rank;
+  uint32_t nRanks;
+  WireAddr listen;
+  uint32_t pad;
+};
+static_assert(sizeof(RootHello) == 72, "RootHello is a wire format");
+
+// The root's answer; with kOk it is followed by nRanks WireAddr (the listeners, by rank).
+struct RootReply {
+  enum Status : uint32_t { kOk = 0, kTimedOut = 1, kRejected = 2 };
+  uint32_t status;
+  uint32_t nRanks;   // as the root knows it (from the first rank that arrived)
+  uint32_t arrived;  // ranks that had arrived when the root answered
+  uint32_t pad;
+};
+static_assert(sizeof(RootReply) == 16, "RootReply is a wire format");
+
+// The first message each way on a connection between two ranks: both sides prove they hold
+// the secret and say which ends they are.
+struct PeerHello {
+  static constexpr uint64_t kMagic = 0x726d616363504831ull;  // "rmaccPH1"
+  uint64_t magic;
+  uint8_t secret[32];
+  uint32_t from;
+  uint32_t to;
+  uint32_t nRanks;
+  uint32_t pad;
+};
+static_assert(sizeof(PeerHello) == 56, "PeerHello is a wire format");
+
+// Every later message between ranks: this header, then `bytes` of payload.
+struct FrameHeader {
+  uint32_t tag;
+  uint32_t flags;  // 0; anything else is a protocol error
+  uint64_t bytes;
+};
+static_assert(sizeof(FrameHeader) == 16, "FrameHeader is a wire format");
+
+// Accepts connections on `listener` and reads exactly `helloBytes` from each, handing every
+// complete hello to onHello (which keeps the socket, or lets it close to drop the stranger).
+// Connections that close early or stay silent never hold up the others. Returns true once
+// done() holds, false when `deadline` passes first; `deadline` is re-read on every turn so
+// onHello may extend it. Exceptions from onHello propagate.
+bool acceptHellos(const Socket& listener, size_t helloBytes, const Deadline& deadline,
+                  const std::function<void(Socket, const char* hello)>& onHello,
+                  const std::function<bool()>& done);
+
+}  // namespace rmacc::boot

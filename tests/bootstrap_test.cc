@@ -1,0 +1,288 @@
+// The TCP control plane across real processes: rendezvous, collectives, tagged messages, and
+// the failure paths (strangers, a rank that never arrives, a rank that dies, abort).
+//
+// Note: the test process itself must not call config() (it caches the environment, and the
+// forked ranks would inherit the cache instead of reading RunOptions::env).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/handshake.h"
+#include "bootstrap/socket.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "support/multiprocess.h"
+
+namespace rmacc {
+namespace {
+
+using test::RankContext;
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::unique_ptr<Bootstrap> connect(const RankContext& c, double timeoutS = 60) {
+  return createTcpBootstrap(c.id, c.rank, c.nRanks, timeoutS);
+}
+
+// Runs fn, expecting an rmacc::Error with `code`; returns its message ("" if none was thrown).
+std::string expectError(rmaccResult_t code, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error " << code << ", nothing was thrown";
+  return "";
+}
+
+std::vector<char> payload(int src, int dst, uint32_t tag, int seq, size_t bytes) {
+  std::vector<char> v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = (char)test::patternByte(src, dst, i, tag * 131 + seq);
+  return v;
+}
+
+class BootstrapRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(BootstrapRanks, AllGatherAndBarrier) {
+  test::runRanks(GetParam(), {}, [](const RankContext& c) {
+    auto boot = connect(c);
+    ASSERT_EQ(boot->rank(), c.rank);
+    ASSERT_EQ(boot->nRanks(), c.nRanks);
+    auto* arrived = reinterpret_cast<std::atomic<int>*>(c.shared);
+    const size_t kSizes[] = {0, 1, 7, 64, 1000, 4096, 70001};
+    std::vector<uint8_t> buf;
+    for (int it = 0; it < 200; ++it) {
+      size_t bytes = kSizes[it % 7];
+      buf.assign(bytes * c.nRanks, 0xEE);
+      for (size_t i = 0; i < bytes; ++i)
+        buf[c.rank * bytes + i] = test::patternByte(c.rank, 0, i, it);
+      boot->allGather(buf.data(), bytes);
+      size_t wrong = 0;
+      for (int r = 0; r < c.nRanks; ++r)
+        for (size_t i = 0; i < bytes; ++i)
+          wrong += buf[r * bytes + i] != test::patternByte(r, 0, i, it);
+      ASSERT_EQ(wrong, 0u) << "iteration " << it << ", " << bytes << " bytes per rank";
+      // Nobody may leave the barrier before everybody entered it.
+      arrived->fetch_add(1);
+      boot->barrier();
+      ASSERT_GE(arrived->load(), c.nRanks * (it + 1)) << "iteration " << it;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapRanks, ::testing::Values(1, 2, 4, 8, 9));
+
+// Every rank sends each peer several messages on each of several tags, from several threads;
+// the peers receive tags in reverse order (so most messages wait in queues), and the messages
+// of one (peer, tag) must come out in the order they were sent.
+TEST(Bootstrap, SendRecvTagsOutOfOrder) {
+  test::runRanks(4, {}, [](const RankContext& c) {
+    auto boot = connect(c);
+    constexpr int kThreads = 3, kTags = 12, kPerTag = 3;
+    auto size = [](uint32_t tag, int seq) { return (size_t)((tag * 37 + seq * 11) % 300); };
+    auto work = [&](int t) {
+      for (uint32_t k = 0; k < kTags; ++k)
+        for (int p = 0; p < c.nRanks; ++p)
+          for (int s = 0; s < kPerTag; ++s) {
+            uint32_t tag = t * 100 + k;
+            auto m = payload(c.rank, p, tag, s, size(tag, s));
+            boot->send(p, tag, m.data(), m.size());
+          }
+      for (int k = kTags - 1; k >= 0; --k)
+        for (int p = c.nRanks - 1; p >= 0; --p)
+          for (int s = 0; s < kPerTag; ++s) {
+            uint32_t tag = t * 100 + k;
+            EXPECT_EQ(boot->recv(p, tag), payload(p, c.rank, tag, s, size(tag, s)))
+                << "from rank " << p << " tag " << tag << " message " << s;
+          }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
+    for (auto& th : threads) th.join();
+    boot->barrier();
+  });
+}
+
+TEST(Bootstrap, LargeMessages) {
+  test::runRanks(2, {}, [](const RankContext& c) {
+    auto boot = connect(c);
+    int peer = 1 - c.rank;
+    auto m = payload(c.rank, peer, 1, 0, (32 << 20) + 5);
+    boot->send(peer, 1, m.data(), m.size());
+    EXPECT_EQ(boot->recv(peer, 1), payload(peer, c.rank, 1, 0, (32 << 20) + 5));
+    std::vector<char> all(2 * (8 << 20));
+    memset(all.data() + c.rank * (8 << 20), 'a' + c.rank, 8 << 20);
+    boot->allGather(all.data(), 8 << 20);
+    EXPECT_EQ(all[0], 'a');
+    EXPECT_EQ(all[(8 << 20) - 1], 'a');
+    EXPECT_EQ(all[8 << 20], 'b');
+    EXPECT_EQ(all.back(), 'b');
+  });
+}
+
+// Waits for the other end to close `s`; false after 5 s.
+bool closedByPeer(const boot::Socket& s) {
+  auto deadline = boot::deadlineAfter(5);
+  char byte;
+  return s.recvAll(&byte, 1, deadline) == boot::IoStatus::kClosed;
+}
+
+TEST(Bootstrap, StrangersAreDroppedAndInitSucceeds) {
+  test::runRanks(3, {}, [](const RankContext& c) {
+    if (c.rank == 0) {
+      UniqueIdData id;
+      memcpy(&id, c.id.internal, sizeof(id));
+      boot::WireAddr wire{id.family, id.port, {}};
+      memcpy(wire.addr, id.addr, sizeof(wire.addr));
+      boot::SockAddr root = boot::SockAddr::fromWire(wire);
+      auto deadline = boot::deadlineAfter(5);
+      // A well-formed hello with the wrong secret, garbage, and a connection that stays silent.
+      boot::Socket wrongSecret = boot::Socket::connect(root, deadline, "root");
+      boot::RootHello h{};
+      h.magic = boot::RootHello::kMagic;
+      memcpy(h.secret, id.secret, sizeof(h.secret));
+      h.secret[7] ^= 1;
+      h.nRanks = 3;
+      h.listen = root.toWire();
+      ASSERT_EQ(wrongSecret.sendAll(&h, sizeof(h), deadline), boot::IoStatus::kOk);
+      boot::Socket garbage = boot::Socket::connect(root, deadline, "root");
+      std::vector<char> junk(sizeof(boot::RootHello), 'x');
+      ASSERT_EQ(garbage.sendAll(junk.data(), junk.size(), deadline), boot::IoStatus::kOk);
+      boot::Socket silent = boot::Socket::connect(root, deadline, "root");
+      EXPECT_TRUE(closedByPeer(wrongSecret));
+      EXPECT_TRUE(closedByPeer(garbage));
+      auto boot = connect(c);
+      EXPECT_TRUE(closedByPeer(silent));  // the root exits when its ranks are served
+      boot->barrier();
+      return;
+    }
+    auto boot = connect(c);
+    boot->barrier();
+  });
+}
+
+TEST(Bootstrap, RankThatNeverArrivesTimesOut) {
+  test::RunOptions opt;
+  opt.env = {{"RMACC_TIMEOUT_S", "2"}};
+  test::runRanks(4, opt, [](const RankContext& c) {
+    if (c.rank == 3) {
+      sleep(4);  // alive, but never joins
+      return;
+    }
+    ASSERT_EQ(config().timeoutS, 2.0);
+    auto start = Clock::now();
+    expectError(rmaccTimeout, [&] { connect(c, config().timeoutS); });
+    double elapsed = secondsSince(start);
+    EXPECT_GE(elapsed, 1.0);
+    EXPECT_LE(elapsed, 4.0);
+  });
+}
+
+TEST(Bootstrap, DuplicateRankIsRejected) {
+  test::RunOptions opt;
+  opt.env = {{"RMACC_TIMEOUT_S", "2"}};
+  test::runRanks(2, opt, [](const RankContext& c) {
+    if (c.rank == 1) usleep(300 * 1000);  // rank 0 claims rank 0 first
+    auto start = Clock::now();
+    try {
+      createTcpBootstrap(c.id, 0, 2, 2.0);
+      ADD_FAILURE() << "a bootstrap with a duplicate rank succeeded";
+    } catch (const Error& e) {
+      // The duplicate is told at once; the first claimant times out waiting for rank 1.
+      EXPECT_EQ(e.code(), c.rank == 1 ? rmaccInvalidUsage : rmaccTimeout) << e.what();
+      if (c.rank == 1) {
+        EXPECT_LE(secondsSince(start), 1.0);
+      }
+    }
+  });
+}
+
+TEST(Bootstrap, DeadRankFailsOthersPromptly) {
+  test::RunOptions opt;
+  opt.env = {{"RMACC_TIMEOUT_S", "60"}};
+  auto status = test::runRanksStatus(4, opt, [](const RankContext& c) {
+    auto boot = connect(c, 60);
+    uint64_t v = c.rank;
+    std::vector<uint64_t> all(c.nRanks);
+    all[c.rank] = v;
+    boot->allGather(all.data(), sizeof(uint64_t));
+    boot->barrier();
+    if (c.rank == 2) {
+      usleep(200 * 1000);
+      kill(getpid(), SIGKILL);  // dies without any cleanup
+    }
+    auto start = Clock::now();
+    if (c.rank == 1) {
+      // Blocked in recv before the peer dies.
+      std::string why = expectError(rmaccRemoteError, [&] { boot->recv(2, 5); });
+      EXPECT_NE(why.find("rank 2 closed its connection"), std::string::npos) << why;
+    }
+    std::string why = expectError(rmaccRemoteError, [&] { boot->allGather(all.data(), 8); });
+    EXPECT_NE(why.find("rank 2 closed its connection"), std::string::npos) << why;
+    EXPECT_LE(secondsSince(start), 10.0);
+  });
+  ASSERT_EQ(status.size(), 4u);
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 0);
+  EXPECT_EQ(status[2], 128 + SIGKILL);
+  EXPECT_EQ(status[3], 0);
+}
+
+TEST(Bootstrap, AbortWakesBlockedRecv) {
+  test::runRanks(2, {}, [](const RankContext& c) {
+    auto boot = connect(c);
+    boot->barrier();
+    auto start = Clock::now();
+    if (c.rank == 0) {
+      std::string why;
+      std::thread waiter([&] { why = expectError(rmaccRemoteError, [&] { boot->recv(1, 7); }); });
+      usleep(300 * 1000);
+      boot->abort();
+      waiter.join();
+      EXPECT_NE(why.find("aborted"), std::string::npos) << why;
+      EXPECT_LE(secondsSince(start), 3.0);
+      // Every later call fails the same way.
+      expectError(rmaccRemoteError, [&] { boot->barrier(); });
+      expectError(rmaccRemoteError, [&] { boot->send(1, 1, "x", 1); });
+      expectError(rmaccRemoteError, [&] { boot->recv(0, 1); });
+    } else {
+      // The aborting rank's peers hear of it at once, not after their timeout.
+      expectError(rmaccRemoteError, [&] { boot->recv(0, 9); });
+      EXPECT_LE(secondsSince(start), 5.0);
+    }
+  });
+}
+
+TEST(Bootstrap, MismatchedAllGatherSizes) {
+  test::runRanks(2, {}, [](const RankContext& c) {
+    auto boot = connect(c);
+    std::vector<char> buf(64);
+    expectError(rmaccInvalidUsage, [&] { boot->allGather(buf.data(), c.rank == 0 ? 8 : 16); });
+  });
+}
+
+TEST(Bootstrap, BadArguments) {
+  rmaccUniqueId id;
+  memset(&id, 0, sizeof(id));
+  expectError(rmaccInvalidArgument, [&] { createTcpBootstrap(id, 0, 1, 1.0); });
+  UniqueIdData data{};
+  data.magic = UniqueIdData::kMagic;
+  memcpy(id.internal, &data, sizeof(data));
+  expectError(rmaccInvalidArgument, [&] { createTcpBootstrap(id, 2, 2, 1.0); });
+  expectError(rmaccInvalidArgument, [&] { createTcpBootstrap(id, 0, 0, 1.0); });
+  expectError(rmaccInvalidArgument, [&] { createTcpBootstrap(id, 0, 1, 0.0); });
+}
+
+}  // namespace
+}  // namespace rmacc
