@@ -74,6 +74,11 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     fabric_->insertPeers(peers);
     proxy_ = startProxy(*fabric_, *backend_, rank, nRanks, signals_->proxyArray(),
                         cfg_.maxPutBytes, cfg_.timeoutS);
+    landing_ = backend_->allocateNicVisible(64);
+    landingMr_ = proxy_->registerMemory(landing_->ptr(), landing_->size());
+    signalTargets_.assign(nRanks, RemoteRegion{});
+    signalTargets_[rank] = landingMr_->remote();
+    bootstrap_->allGather(signalTargets_.data(), sizeof(RemoteRegion));
     INFO(kSubsysNet, "network provider %s", fabric_->providerName().c_str());
   }
   windows_ = std::make_unique<WindowRegistry>(*this);
@@ -98,7 +103,9 @@ Comm::~Comm() {
   }
   rma_.reset();
   windows_.reset();
+  landingMr_.reset();
   proxy_.reset();
+  landing_.reset();
   fabric_.reset();
   signals_.reset();
   backend_.reset();

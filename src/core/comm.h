@@ -43,6 +43,9 @@ class Comm {
   RmaEngine& rma() { return *rma_; }
   CollectiveEngine& coll() { return *coll_; }
   bool multiNode() const { return topo_.nNodes() > 1; }
+  // Where a zero-byte proxy put (a pure signal) to `peer` lands: providers verify the key of
+  // even an empty write, so every rank registers a small region for them.
+  const RemoteRegion& signalTarget(int peer) const { return signalTargets_[peer]; }
 
   // Streams handed out by rmaccStreamCreate, owned here.
   void* createUserStream();
@@ -76,6 +79,9 @@ class Comm {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Fabric> fabric_;
   std::unique_ptr<Proxy> proxy_;
+  std::unique_ptr<Allocation> landing_;
+  std::unique_ptr<MemoryRegion> landingMr_;
+  std::vector<RemoteRegion> signalTargets_;
   std::unique_ptr<SignalSpace> signals_;
   std::unique_ptr<WindowRegistry> windows_;
   std::unique_ptr<RmaEngine> rma_;

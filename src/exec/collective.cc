@@ -212,6 +212,7 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
       uint64_t regOffset = 0;
       t.header.remote = comm_.windows().registerRemote(a.recvbuff, span, &regOffset);
       t.header.remote.base += regOffset;  // offsets below are relative to recvbuff
+      t.header.remote.size -= regOffset;
     } else {
       remoteStage = remoteStaging_->reserve(remoteBytes, task.seq, done);
       t.header.remote = remoteStaging_->remote();

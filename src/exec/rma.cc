@@ -64,7 +64,9 @@ void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,
 }
 
 void RmaEngine::signal(Stream& stream, int peer, int ctx, int sigIdx, bool waitDone) {
-  put(stream, nullptr, 0, peer, PeerTarget{}, 0, ctx, sigIdx, waitDone);
+  PeerTarget t;
+  if (!comm_.topo().sameNode(peer, comm_.rank())) t.remote = comm_.signalTarget(peer);
+  put(stream, nullptr, 0, peer, t, 0, ctx, sigIdx, waitDone);
 }
 
 void RmaEngine::wait(Stream& stream, const SignalWait* waits, size_t n) {
