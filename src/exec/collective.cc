@@ -313,13 +313,13 @@ void CollectiveEngine::runTask(Task& task) {
   b.peerRecv.resize(n);
   b.peerRecvOffset.assign(n, std::vector<uint64_t>(n, 0));
   for (int r = 0; r < n; ++r) {
-    if (r == me || !header(r)->exportable) continue;
+    if (r == me) continue;
     const uint64_t* offsets = row(r) + 2 * n;
     b.peerRecvOffset[r].assign(offsets, offsets + n);
-    if (topo.sameNode(r, me)) {
+    if (topo.sameNode(r, me) && header(r)->exportable) {
       b.peerRecv[r].local =
           static_cast<char*>(peerMapping(header(r)->handle.handle())->ptr()) + header(r)->targetBase;
-    } else {
+    } else if (!topo.sameNode(r, me)) {
       b.peerRecv[r].remote = header(r)->remote;
     }
   }
