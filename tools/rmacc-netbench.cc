@@ -169,8 +169,21 @@ void proxyBench(int rank, const Options& o, Fabric& f, Shared* sh, std::vector<c
     stream->waitValues(&w, 1);
     stream->synchronize();
   };
-  if (rank == 0) printf("# proxy put+signal (host backend streams)\n# %12s %12s %12s\n", "bytes",
-                        "pingpong_us", "bw_GB/s");
+  // The same ping-pong with the host thread in the stream's place: ready stored directly,
+  // the signal polled. The difference to the stream column is the backend's hand-offs.
+  auto putDirect = [&](size_t bytes) {
+    ProxyPut p;
+    p.peer = 1 - rank, p.src = buf.data(), p.bytes = bytes, p.dst = sh->region[1 - rank];
+    lastSeq = q->post(p);
+    __atomic_store_n(const_cast<uint64_t*>(q->ready()), lastSeq, __ATOMIC_RELEASE);
+  };
+  auto spin = [&](volatile uint64_t* a, uint64_t v) {
+    while (__atomic_load_n(const_cast<uint64_t*>(a), __ATOMIC_ACQUIRE) < v) {
+    }
+  };
+  if (rank == 0)
+    printf("# proxy put+signal (host backend streams; direct = host thread, no stream)\n"
+           "# %12s %12s %12s %12s\n", "bytes", "pingpong_us", "direct_us", "bw_GB/s");
   for (size_t bytes : sizes(o)) {
     int iters = bytes >= (8 << 20) ? 10 : o.iters;
     barrier(sh);
@@ -181,6 +194,16 @@ void proxyBench(int rank, const Options& o, Fabric& f, Shared* sh, std::vector<c
       if (rank == 1) put(bytes);
     }
     double lat = (now() - t0) / iters / 2;
+    wait(q->done(), lastSeq);
+    barrier(sh);
+    t0 = now();
+    for (int i = 0; i < iters; ++i) {
+      if (rank == 0) putDirect(bytes);
+      spin(mine, ++expected);
+      if (rank == 1) putDirect(bytes);
+    }
+    double direct = (now() - t0) / iters / 2;
+    spin(q->done(), lastSeq);
     barrier(sh);
     t0 = now();
     if (rank == 0) {
@@ -193,7 +216,7 @@ void proxyBench(int rank, const Options& o, Fabric& f, Shared* sh, std::vector<c
     }
     double bw = (double)bytes * iters / (now() - t0) / 1e9;
     wait(q->done(), lastSeq);  // our sources are free again
-    if (rank == 0) printf("  %12zu %12.1f %12.2f\n", bytes, lat * 1e6, bw);
+    if (rank == 0) printf("  %12zu %12.1f %12.1f %12.2f\n", bytes, lat * 1e6, direct * 1e6, bw);
   }
   stream->synchronize();
   barrier(sh);  // the peer may still be writing until here

@@ -42,8 +42,9 @@ uint64_t countWrongGap(const void* host, size_t from, size_t to, size_t elemSize
 
 }  // namespace
 
-uint64_t expectedValue(int src, int dst, uint64_t index, size_t elemSize) {
-  uint64_t v = lowBytes(mix(mix((static_cast<uint64_t>(src) << 32) | static_cast<uint32_t>(dst)) + index), elemSize);
+uint64_t expectedValue(int src, int dst, uint64_t index, size_t elemSize, uint64_t salt) {
+  uint64_t block = mix(((static_cast<uint64_t>(src) << 32) | static_cast<uint32_t>(dst)) ^ mix(salt));
+  uint64_t v = lowBytes(mix(block + index), elemSize);
   // A block element must never look like poison, or an element that was never written would
   // pass the check.
   return v == lowBytes(kPoison, elemSize) ? v ^ 1 : v;
@@ -51,14 +52,14 @@ uint64_t expectedValue(int src, int dst, uint64_t index, size_t elemSize) {
 
 void poison(void* host, size_t elems, size_t elemSize) { memset(host, 0xA5, elems * elemSize); }
 
-void fillSend(void* host, const Layout& l, int me, size_t elemSize) {
+void fillSend(void* host, const Layout& l, int me, size_t elemSize, uint64_t salt) {
   poison(host, l.sendElems, elemSize);
   for (size_t p = 0; p < l.sendCounts.size(); ++p)
     for (size_t k = 0; k < l.sendCounts[p]; ++k)
-      store(host, l.sdispls[p] + k, elemSize, expectedValue(me, static_cast<int>(p), k, elemSize));
+      store(host, l.sdispls[p] + k, elemSize, expectedValue(me, static_cast<int>(p), k, elemSize, salt));
 }
 
-uint64_t verifyRecv(const void* host, const Layout& l, int me, size_t elemSize) {
+uint64_t verifyRecv(const void* host, const Layout& l, int me, size_t elemSize, uint64_t salt) {
   // Walk the blocks in address order so the gaps between them are checked as well.
   std::vector<size_t> order(l.recvCounts.size());
   std::iota(order.begin(), order.end(), 0);
@@ -69,7 +70,7 @@ uint64_t verifyRecv(const void* host, const Layout& l, int me, size_t elemSize) 
     if (l.recvCounts[src] == 0) continue;
     wrong += countWrongGap(host, pos, l.rdispls[src], elemSize);
     for (size_t k = 0; k < l.recvCounts[src]; ++k)
-      wrong += load(host, l.rdispls[src] + k, elemSize) != expectedValue(static_cast<int>(src), me, k, elemSize);
+      wrong += load(host, l.rdispls[src] + k, elemSize) != expectedValue(static_cast<int>(src), me, k, elemSize, salt);
     pos = l.rdispls[src] + l.recvCounts[src];
   }
   return wrong + countWrongGap(host, pos, l.recvElems, elemSize);

@@ -20,9 +20,13 @@ std::string jsonTags(const Context& ctx, const Options& opts) {
 }
 
 // Buffers are allocated once, for the largest layout of the sweep, so that registration (a
-// collective) happens once and is not part of any timing.
+// collective) happens once and is not part of any timing. With the check on there are two send
+// buffers with differently salted data, used by alternate calls: if a call's data is
+// overwritten by the next call's (a relay slot reused too early), the blocks come out with the
+// wrong salt and are counted. Identical data in every call would hide exactly that bug.
 struct Buffers {
-  Buffer send, recv;
+  Buffer send[2], recv;
+  int nSend = 1;
   std::vector<uint8_t> hostSend, hostRecv;
 };
 
@@ -34,7 +38,8 @@ Buffers allocFor(Context& ctx, const Options& opts, const std::vector<Layout>& l
     maxRecv = std::max(maxRecv, l.recvElems * es);
   }
   Buffers b;
-  b.send = allocBuffer(ctx, maxSend, opts.registered);
+  b.nSend = opts.check ? 2 : 1;
+  for (int i = 0; i < b.nSend; ++i) b.send[i] = allocBuffer(ctx, maxSend, opts.registered);
   b.recv = allocBuffer(ctx, maxRecv, opts.registered);
   if (opts.check) {
     b.hostSend.resize(maxSend);
@@ -45,16 +50,19 @@ Buffers allocFor(Context& ctx, const Options& opts, const std::vector<Layout>& l
 
 void prepare(Context& ctx, const Options& opts, const Layout& l, Buffers& b) {
   const size_t es = dataTypeSize(opts.dtype);
-  fillSend(b.hostSend.data(), l, ctx.rank, es);
-  ctx.device->copyToDevice(b.send.ptr, b.hostSend.data(), l.sendElems * es);
+  for (int i = 0; i < b.nSend; ++i) {
+    fillSend(b.hostSend.data(), l, ctx.rank, es, i);
+    ctx.device->copyToDevice(b.send[i].ptr, b.hostSend.data(), l.sendElems * es);
+  }
   poison(b.hostRecv.data(), l.recvElems, es);
   ctx.device->copyToDevice(b.recv.ptr, b.hostRecv.data(), l.recvElems * es);
 }
 
-uint64_t verify(Context& ctx, const Options& opts, const Layout& l, Buffers& b) {
+// `salt`: that of the send buffer the last call used.
+uint64_t verify(Context& ctx, const Options& opts, const Layout& l, Buffers& b, uint64_t salt) {
   const size_t es = dataTypeSize(opts.dtype);
   ctx.device->copyToHost(b.hostRecv.data(), b.recv.ptr, l.recvElems * es);
-  return verifyRecv(b.hostRecv.data(), l, ctx.rank, es);
+  return verifyRecv(b.hostRecv.data(), l, ctx.rank, es, salt);
 }
 
 }  // namespace
@@ -71,16 +79,20 @@ int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test)
   const double busFactor = static_cast<double>(ctx.nranks - 1) / ctx.nranks;
   for (const Layout& l : layouts) {
     // The check covers every call of the size: buffers are filled and poisoned once, then the
-    // warmup and timed calls run, then the receive buffer (blocks and gaps) is verified.
+    // warmup and timed calls run (alternating send buffers), then the receive buffer (blocks
+    // against the last call's salt, and gaps) is verified.
     if (opts.check) prepare(ctx, opts, l, b);
-    double us = timeCalls(ctx, opts.warmup, opts.iters, [&] { test.launch(b.send.ptr, b.recv.ptr, l); });
-    int64_t wrong = opts.check ? static_cast<int64_t>(sumOverRanks(ctx, verify(ctx, opts, l, b))) : -1;
+    int calls = 0;
+    double us = timeCalls(ctx, opts.warmup, opts.iters,
+                          [&] { test.launch(b.send[calls++ % b.nSend].ptr, b.recv.ptr, l); });
+    uint64_t lastSalt = (calls - 1) % b.nSend;
+    int64_t wrong = opts.check ? static_cast<int64_t>(sumOverRanks(ctx, verify(ctx, opts, l, b, lastSalt))) : -1;
     size_t count = std::accumulate(l.sendCounts.begin(), l.sendCounts.end(), size_t{0});
     if (ctx.rank == 0) table.row(makeRow(count * dataTypeSize(opts.dtype), count, us, busFactor, wrong), opts.dtype);
   }
   int64_t wrong = ctx.rank == 0 ? table.footer() : 0;
   freeBuffer(ctx, &b.recv);
-  freeBuffer(ctx, &b.send);
+  for (int i = b.nSend - 1; i >= 0; --i) freeBuffer(ctx, &b.send[i]);
   // Every rank returns the same code: the wrong count was summed over ranks, rank 0 printed it.
   return sumOverRanks(ctx, static_cast<uint64_t>(wrong)) ? 1 : 0;
 }
