@@ -535,10 +535,11 @@ TEST(ProxyTest, KilledPeerBecomesAnError) {
   EXPECT_EQ(status[1], 128 + SIGKILL);
 }
 
-// Rank 1 dies while the connection is idle; rank 0 posts afterwards. rxm answers -FI_EAGAIN
-// while it tries to reconnect, so this is the put timeout's case: the error comes after about
-// timeoutS and names the peer.
-TEST(ProxyTest, PutToPeerThatDiedTimesOut) {
+// Rank 1 dies while the connection is idle; rank 0 posts afterwards. Depending on timing the
+// provider fails the write (EPIPE/ENOTCONN; seen on a 16-core machine) or keeps answering
+// -FI_EAGAIN while rxm tries to reconnect (seen on a loaded 2-core one): then the put timeout
+// fires. Either way the error comes within about timeoutS and names the peer.
+TEST(ProxyTest, PutToPeerThatDiedFails) {
   SKIP_WITHOUT_TCP();
   auto status = test::runRanksStatus(2, netOptions(120), [](const RankContext& c) {
     const double kTimeoutS = 2;

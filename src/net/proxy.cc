@@ -50,7 +50,7 @@ struct InFlight {
   uint32_t issued = 0;
   uint32_t completed = 0;
   uint32_t errored = 0;  // pieces the provider returned with an error completion
-  double startS = 0;                      // when it was released; the timeout counts from here
+  double startS = 0;  // when it was released or became the queue's head: the timeout's origin
   void* desc = nullptr;                   // local descriptor of the source
   std::unique_ptr<MemoryRegion> tempMr;   // the proxy's own registration (FI_MR_LOCAL)
   std::unique_ptr<Piece[]> pieces;
@@ -131,11 +131,11 @@ class ProxyImpl final : public Proxy {
   bool takeReleased(Queue& q, double now);
   bool issue(Queue& q);
   bool issuePiece(InFlight& f);
-  bool retire(Queue& q);
+  bool retire(Queue& q, double now);
   void checkTimeout(const Queue& q, double now);
   void fail(rmaccResult_t code, const std::string& text);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
-  void sleepFor(double seconds);
+  bool sleepFor(double seconds);
   void drain();
   size_t piecesOf(size_t bytes) const { return bytes == 0 ? 1 : (bytes + pieceMax_ - 1) / pieceMax_; }
 
@@ -300,17 +300,20 @@ void ProxyImpl::run() {
       continue;
     }
     double s = backoff.idle(now, outstanding_ > 0);
-    if (s > 0) sleepFor(s);
+    // A post() woke us: its ready store is probably close, so poll eagerly again.
+    if (s > 0 && sleepFor(s)) backoff.active(nowS());
   }
   INFO(kSubsysProxy, "proxy of rank %d stops: %llu pieces issued, %llu -FI_EAGAIN retries", rank_,
        (unsigned long long)piecesIssued_, (unsigned long long)eagains_);
 }
 
-void ProxyImpl::sleepFor(double seconds) {
+// Sleeps up to `seconds`; returns true when kick() cut the sleep short.
+bool ProxyImpl::sleepFor(double seconds) {
   std::unique_lock<std::mutex> lock(sleepMutex_);
-  sleepCv_.wait_for(lock, std::chrono::duration<double>(seconds),
-                    [this] { return kicked_ || stop_.load(); });
+  bool kicked = sleepCv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                                  [this] { return kicked_ || stop_.load(); });
   kicked_ = false;
+  return kicked;
 }
 
 // One pass over the CQ and every queue. Returns whether anything moved.
@@ -377,7 +380,7 @@ void ProxyImpl::onRemoteData(uint32_t data) {
 bool ProxyImpl::serviceQueue(Queue& q, double now) {
   bool busy = takeReleased(q, now);
   if (!failed()) busy |= issue(q);
-  busy |= retire(q);
+  busy |= retire(q, now);
   checkTimeout(q, now);
   return busy;
 }
@@ -450,7 +453,7 @@ bool ProxyImpl::issuePiece(InFlight& f) {
 }
 
 // Publishes done = seq of the last put that completed with everything before it.
-bool ProxyImpl::retire(Queue& q) {
+bool ProxyImpl::retire(Queue& q, double now) {
   uint64_t before = q.lastDone_;
   while (!q.active_.empty() && q.active_.front()->fullyIssued() &&
          q.active_.front()->finished()) {
@@ -459,6 +462,9 @@ bool ProxyImpl::retire(Queue& q) {
     --q.issueCursor_;
   }
   if (q.lastDone_ == before) return false;
+  // The timeout bounds how long the head makes no progress, not how long it queued behind
+  // others: a deep queue of large puts on a slow link is not an error.
+  if (!q.active_.empty()) q.active_.front()->startS = now;
   backend_.hostWrite(q.done_, q.lastDone_);
   return true;
 }
