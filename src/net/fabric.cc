@@ -157,13 +157,15 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   FI_CHECK(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
   FI_CHECK(fi_enable(ep_), "fi_enable");
 
+  // fi_tostr uses one static buffer: one call per argument list entry would clobber it.
+  std::string threading = fi_tostr(&info_->domain_attr->threading, FI_TYPE_THREADING);
+  std::string progress = fi_tostr(&info_->domain_attr->data_progress, FI_TYPE_PROGRESS);
   INFO(kSubsysNet,
        "libfabric %s: fabric %s domain %s mr_mode 0x%llx max_msg %zu cq_data %zu "
-       "threading %d progress %d ordered writes %d",
+       "threading %s data progress %s ordered writes %d",
        info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name,
        (unsigned long long)info_->domain_attr->mr_mode, info_->ep_attr->max_msg_size,
-       info_->domain_attr->cq_data_size, (int)info_->domain_attr->threading,
-       (int)info_->domain_attr->data_progress, (int)ordered_);
+       info_->domain_attr->cq_data_size, threading.c_str(), progress.c_str(), (int)ordered_);
 }
 
 void Fabric::closeAll() {
