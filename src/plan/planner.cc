@@ -1,0 +1,437 @@
+// The receive-side PXN AlltoAllV planner (DESIGN.md §2).
+//
+// Lane order. Ops are drafted with a sort key (raw batch, phase) and each rank's list is then
+// stably sorted by key, which fixes the order of every lane. Every true dependency -- a dep on
+// the same rank, or a signal from one rank to the wait it satisfies on another -- goes from a
+// strictly smaller key to a larger one:
+//   entry signal (0,Start) -> entry wait (0,EntryWait) -> puts/forwards of any later batch;
+//   credit wait (p,CreditWait) -> relay put (p,Put) -> relay wait (p+1,RelayWait)
+//   -> forwards (p+1,Forward) -> credit for step t+S (p+1,Credit) -> its credit wait at
+//   (p',CreditWait) with p' >= p+2, because one relay's steps occupy distinct positions.
+// So the unfinished op with the smallest key never waits on anything unfinished: with lanes
+// sorted by key there is no deadlock, whatever the counts. Matching waits to signals is also
+// in key order on both ends, so cumulative counts pair each wait with the intended signals.
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <numeric>
+
+#include "core/error.h"
+#include "plan/plan_internal.h"
+
+namespace rmacc::plan {
+namespace {
+
+enum Phase : int {
+  kPhaseStart = 0,   // entry signals and carried credits: no deps
+  kPhaseEntryWait,   // waits for entry signals
+  kPhaseRelayWait,   // relay data of a chunk put in the previous batch
+  kPhaseForward,     // CE forwards of that chunk
+  kPhaseCredit,      // credit for the step that reuses the slot, after those forwards
+  kPhaseCreditWait,  // a writer's wait for the credit of the chunk it puts in this batch
+  kPhasePut,         // intra-node CE puts, self copy, relay and direct proxy puts
+  kPhaseFinal,       // receive completion waits, last on their lanes
+  kNumPhases
+};
+constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;
+
+struct Draft {
+  Op op;
+  int64_t key;
+};
+
+// One block of a round payload: the bytes the writer sends to `dest`, at `start` in the payload.
+struct Block {
+  int dest;
+  uint64_t start;
+  uint64_t len;
+};
+
+// What relay R receives in one round: writer W's blocks for R's node-mates, back to back in
+// local-rank order, empty blocks skipped (PRIOR_ART §1.1 packing; R's own block goes direct).
+struct Payload {
+  int writer = -1;
+  std::vector<Block> blocks;
+  uint64_t total = 0;
+};
+
+// One relay step of this call on a relay rank: who wrote it, at which pipeline position, and
+// the forward ops (draft ids) whose completion frees its slot.
+struct Step {
+  int writer;
+  int pos;
+  std::vector<int> forwards;
+};
+
+Op putOp(Lane lane, int peer, Loc src, Loc dst, uint64_t bytes, int ctx, int sig,
+         std::vector<int> deps) {
+  Op op;
+  op.kind = OpKind::kPut;
+  op.lane = lane;
+  op.peer = peer;
+  op.src = src;
+  op.dst = dst;
+  op.bytes = bytes;
+  op.ctx = ctx;
+  op.sigIdx = sig;
+  op.deps = std::move(deps);
+  return op;
+}
+
+Op waitOp(Lane lane, int peer, int ctx, int sig, uint64_t count) {
+  RMACC_ENFORCE(count <= UINT32_MAX, "wait count %llu from r%d overflows",
+                (unsigned long long)count, peer);
+  Op op;
+  op.kind = OpKind::kWait;
+  op.lane = lane;
+  op.peer = peer;
+  op.ctx = ctx;
+  op.sigIdx = sig;
+  op.count = (uint32_t)count;
+  return op;
+}
+
+std::vector<int> depsOf(std::initializer_list<int> ids) {
+  std::vector<int> deps;
+  for (int id : ids)
+    if (id >= 0) deps.push_back(id);
+  return deps;
+}
+
+// Calls f(offset, length) for the pieces of at most maxPut bytes that cover [0, len).
+template <typename F>
+void forEachPiece(uint64_t len, uint64_t maxPut, F&& f) {
+  for (uint64_t off = 0; off < len; off += maxPut) f(off, std::min(maxPut, len - off));
+}
+
+class Planner {
+ public:
+  Planner(const Topology& topo, const std::vector<uint64_t>& bytes, const Options& options,
+          const Carry& before)
+      : topo_(topo), bytes_(bytes), opt_(options), n_(topo.nRanks()), drafts_(n_),
+        entryWait_((size_t)n_ * n_, -1), dataCount_((size_t)n_ * n_, 0),
+        lastDataBatch_((size_t)n_ * n_, 0), relaySteps_(n_) {
+    steps_ = before.relaySteps.empty() ? std::vector<uint64_t>(n_, 0) : before.relaySteps;
+    before_ = steps_;
+  }
+
+  Plan run();
+
+ private:
+  uint64_t count(int src, int dst) const { return bytes_[(size_t)src * n_ + dst]; }
+  int add(int rank, Op op, int batch, Phase phase, int keyBatch = -1);
+  std::vector<int> writersInto(int dest) const;
+  Payload payloadOf(int relay, int k) const;
+  void addEntry();
+  void addIntraNode(int src);
+  void layoutRounds();
+  void addRelay(int relay, int k);
+  void addChunk(int relay, const Payload& p, uint64_t chunk, int pos);
+  void addDirect(int src, int k);
+  void addCredits(int relay);
+  void addFinalWaits(int dest);
+  void noteData(int dest, int src, int batch);
+  void finish(Plan& plan);
+
+  const Topology& topo_;
+  const std::vector<uint64_t>& bytes_;
+  const Options& opt_;
+  const int n_;
+  std::vector<std::vector<Draft>> drafts_;
+  std::vector<int> entryWait_;          // [writer*n + dest]: writer's entry wait on dest, or -1
+  std::vector<uint64_t> dataCount_;     // [dest*n + src]: kSigData signals dest gets from src
+  std::vector<int> lastDataBatch_;      // [dest*n + src]: batch of the last of them
+  std::vector<int> roundBase_;          // first pipeline position of round k
+  std::vector<uint64_t> before_;        // relay steps of earlier calls
+  std::vector<uint64_t> steps_;         // next relay step per relay rank
+  std::vector<std::vector<Step>> relaySteps_;  // this call's steps per relay rank
+};
+
+int Planner::add(int rank, Op op, int batch, Phase phase, int keyBatch) {
+  op.batch = batch;
+  int64_t key = (int64_t)(keyBatch < 0 ? batch : keyBatch) * kNumPhases + phase;
+  drafts_[rank].push_back({std::move(op), key});
+  return (int)drafts_[rank].size() - 1;
+}
+
+void Planner::noteData(int dest, int src, int batch) {
+  size_t k = (size_t)dest * n_ + src;
+  dataCount_[k]++;
+  lastDataBatch_[k] = std::max(lastDataBatch_[k], batch);
+}
+
+// The ranks that write into `dest`'s receive buffer this call: local senders, local relays
+// that forward to it, and remote rail peers that put straight into it.
+std::vector<int> Planner::writersInto(int dest) const {
+  std::vector<int> writers;
+  const int node = topo_.nodeOf(dest);
+  for (int w = 0; w < n_; ++w) {
+    if (w == dest) continue;
+    bool writes = count(w, dest) > 0 &&
+                  (topo_.sameNode(w, dest) || topo_.localRankOf(w) == topo_.localRankOf(dest));
+    for (int a = 0; !writes && topo_.sameNode(w, dest) && a < topo_.nNodes(); ++a) {
+      if (a != node) writes = count(topo_.rankAt(a, topo_.localRankOf(w)), dest) > 0;
+    }
+    if (writes) writers.push_back(w);
+  }
+  return writers;
+}
+
+// Entry: until `dest` has entered this call its stream may still use its receive buffer (the
+// seed notes' memset bug), so each writer waits for dest's zero-byte entry signal before its
+// first write into dest. One signal per (dest, writer) pair and call; every write of that
+// writer into dest depends on that one wait. Relay buffers need none: credits guard them.
+void Planner::addEntry() {
+  if (!opt_.entrySignals) return;
+  for (int d = 0; d < n_; ++d) {
+    for (int w : writersInto(d)) {
+      const bool local = topo_.sameNode(w, d);
+      add(d, putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}),
+          0, kPhaseStart);
+      entryWait_[(size_t)w * n_ + d] =
+          add(w, waitOp(local ? Lane::kCeWait : Lane::kProxyWait, d, kPlanCtxEntry, 0, 1), 0,
+              kPhaseEntryWait);
+    }
+  }
+}
+
+// Intra-node blocks: CE puts in rotated local order (rank i starts at i+1, so the node's
+// ranks do not all hit the same peer first), the block to itself last, as a local copy.
+void Planner::addIntraNode(int src) {
+  const int node = topo_.nodeOf(src), i = topo_.localRankOf(src), L = topo_.localSize();
+  for (int step = 1; step < L; ++step) {
+    const int d = topo_.rankAt(node, (i + step) % L);
+    const int entry = entryWait_[(size_t)src * n_ + d];
+    forEachPiece(count(src, d), opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+      add(src,
+          putOp(Lane::kCePut, d, {Region::kSend, d, off}, {Region::kRecv, src, off}, len,
+                kPlanCtxColl, kSigData, depsOf({entry})),
+          0, kPhasePut);
+      noteData(d, src, 0);
+    });
+  }
+  if (count(src, src) > 0) {
+    Op copy;
+    copy.kind = OpKind::kCopy;
+    copy.lane = Lane::kCePut;
+    copy.peer = src;
+    copy.src = {Region::kSend, src, 0};
+    copy.dst = {Region::kRecv, src, 0};
+    copy.bytes = count(src, src);
+    add(src, std::move(copy), 0, kPhasePut);
+  }
+}
+
+Payload Planner::payloadOf(int relay, int k) const {
+  Payload p;
+  const int node = topo_.nodeOf(relay), i = topo_.localRankOf(relay);
+  p.writer = topo_.rankAt(topo_.recvNode(node, k), i);
+  for (int j = 0; j < topo_.localSize(); ++j) {
+    const int d = topo_.rankAt(node, j);
+    const uint64_t len = count(p.writer, d);
+    if (j == i || len == 0) continue;
+    p.blocks.push_back({d, p.total, len});
+    p.total += len;
+  }
+  return p;
+}
+
+// Round k occupies as many pipeline positions as its longest relay payload has chunks (at
+// least one, for the direct puts); chunk c of round k is put in batch roundBase_[k] + c and
+// forwarded in the next one.
+void Planner::layoutRounds() {
+  roundBase_.assign(topo_.nNodes() + 1, 0);
+  for (int k = 1; k < topo_.nNodes(); ++k) {
+    uint64_t chunks = 1;
+    for (int r = 0; r < n_ && topo_.localSize() > 1; ++r) {
+      chunks = std::max(chunks, (payloadOf(r, k).total + opt_.slotBytes - 1) / opt_.slotBytes);
+    }
+    RMACC_ENFORCE((uint64_t)roundBase_[k] + chunks < (uint64_t)kFinalBatch / 2,
+                  "too many pipeline steps (%llu chunks in round %d)",
+                  (unsigned long long)chunks, k);
+    roundBase_[k + 1] = roundBase_[k] + (int)chunks;
+  }
+}
+
+void Planner::addRelay(int relay, int k) {
+  const Payload p = payloadOf(relay, k);
+  const uint64_t chunks = (p.total + opt_.slotBytes - 1) / opt_.slotBytes;
+  for (uint64_t c = 0; c < chunks; ++c) addChunk(relay, p, c, roundBase_[k] + (int)c);
+}
+
+// One relay step: the writer's puts of payload [c*slot, ...) into slot t mod S of the relay,
+// the relay's wait for them, and its forwards to the final receive blocks.
+void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
+  const uint64_t slot = opt_.slotBytes, t = steps_[relay]++;
+  const uint64_t lo = c * slot, hi = std::min(p.total, lo + slot);
+  const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
+  const int w = p.writer;
+  // Slot reuse: step t overwrites step t-S, so the writer waits for the relay's credit.
+  int credit = -1;
+  if (t >= (uint64_t)opt_.slots) {
+    credit = add(w, waitOp(Lane::kProxyWait, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
+  }
+  uint64_t pieces = 0;
+  for (const Block& b : p.blocks) {
+    const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
+    if (segLo >= segHi) continue;
+    forEachPiece(segHi - segLo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+      add(w,
+          putOp(Lane::kProxyPut, relay, {Region::kSend, b.dest, segLo - b.start + off},
+                {Region::kRelay, -1, slotOff + segLo - lo + off}, len, kPlanCtxColl, kSigRelay,
+                depsOf({credit})),
+          pos, kPhasePut);
+      ++pieces;
+    });
+  }
+  const int data = add(relay, waitOp(Lane::kProxyWait, w, kPlanCtxColl, kSigRelay, pieces),
+                       pos + 1, kPhaseRelayWait);
+  Step step{w, pos, {}};
+  for (const Block& b : p.blocks) {
+    const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
+    if (segLo >= segHi) continue;
+    const int entry = entryWait_[(size_t)relay * n_ + b.dest];
+    forEachPiece(segHi - segLo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+      step.forwards.push_back(add(
+          relay,
+          putOp(Lane::kCePut, b.dest, {Region::kRelay, -1, slotOff + segLo - lo + off},
+                {Region::kRecv, w, segLo - b.start + off}, len, kPlanCtxColl, kSigData,
+                depsOf({data, entry})),
+          pos + 1, kPhaseForward));
+      noteData(b.dest, relay, pos + 1);
+    });
+  }
+  relaySteps_[relay].push_back(std::move(step));
+}
+
+// The block for the rail peer of the round's target node goes straight into its receive buffer.
+void Planner::addDirect(int src, int k) {
+  const int d = topo_.railPeer(src, topo_.sendNode(topo_.nodeOf(src), k));
+  const int entry = entryWait_[(size_t)src * n_ + d], pos = roundBase_[k];
+  forEachPiece(count(src, d), opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+    add(src,
+        putOp(Lane::kProxyPut, d, {Region::kSend, d, off}, {Region::kRecv, src, off}, len,
+              kPlanCtxColl, kSigData, depsOf({entry})),
+        pos, kPhasePut);
+    noteData(d, src, pos);
+  });
+}
+
+// Credits. The writer of step t >= S overwrites the slot of step t-S, so the relay tells it,
+// with a zero-byte proxy put on the credit context, once every forward of step t-S is done.
+// When step t-S belonged to an earlier call, the executor already guarantees that call is
+// complete on the relay before any op of this one starts, so the credit is "carried": sent at
+// the start of this call with no deps. Credits to one writer go out in step order (carried
+// ones first, then by position), matching the order of that writer's credit waits, so the
+// writer's cumulative count pairs each wait with the credit of its own step.
+void Planner::addCredits(int relay) {
+  const auto& steps = relaySteps_[relay];
+  const uint64_t first = before_[relay], slots = (uint64_t)opt_.slots;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const uint64_t t = first + s;
+    if (t < slots) continue;  // the slot has never been used
+    Op credit = putOp(Lane::kProxyPut, steps[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
+    if (t - slots >= first) {
+      const Step& prev = steps[s - slots];
+      credit.deps = prev.forwards;
+      add(relay, std::move(credit), prev.pos + 1, kPhaseCredit);
+    } else {
+      add(relay, std::move(credit), 0, kPhaseStart);
+    }
+  }
+}
+
+// Completion: one wait per source for all the kSigData signals it sends, so when every op of
+// the rank is done its receive buffer is complete. They go last on their lanes (nothing
+// depends on them), in the order their last data arrives.
+void Planner::addFinalWaits(int dest) {
+  std::vector<int> srcs;
+  for (int s = 0; s < n_; ++s)
+    if (dataCount_[(size_t)dest * n_ + s] > 0) srcs.push_back(s);
+  std::stable_sort(srcs.begin(), srcs.end(), [&](int a, int b) {
+    return lastDataBatch_[(size_t)dest * n_ + a] < lastDataBatch_[(size_t)dest * n_ + b];
+  });
+  for (int s : srcs) {
+    const size_t k = (size_t)dest * n_ + s;
+    const Lane lane = topo_.sameNode(s, dest) ? Lane::kCeWait : Lane::kProxyWait;
+    add(dest, waitOp(lane, s, kPlanCtxColl, kSigData, dataCount_[k]), lastDataBatch_[k],
+        kPhaseFinal, kFinalBatch);
+  }
+}
+
+// Sorts each rank's drafts by key (stable), remaps deps to the new indices, and renumbers
+// batches densely so empty batches disappear.
+void Planner::finish(Plan& plan) {
+  std::map<int, int> batchIds;
+  for (const auto& rank : drafts_)
+    for (const Draft& d : rank) batchIds[d.op.batch] = 0;
+  int next = 0;
+  for (auto& [raw, id] : batchIds) id = next++;
+  plan.nBatches = next;
+  plan.ranks.resize(n_);
+  for (int r = 0; r < n_; ++r) {
+    auto& drafts = drafts_[r];
+    std::vector<int> order(drafts.size()), where(drafts.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return drafts[a].key < drafts[b].key; });
+    for (size_t i = 0; i < order.size(); ++i) where[order[i]] = (int)i;
+    auto& ops = plan.ranks[r].ops;
+    ops.reserve(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      Op op = std::move(drafts[order[i]].op);
+      for (int& dep : op.deps) {
+        dep = where[dep];
+        RMACC_ENFORCE(dep < (int)i, "r%d op %zu depends on later op %d", r, i, dep);
+      }
+      std::sort(op.deps.begin(), op.deps.end());
+      op.batch = batchIds[op.batch];
+      ops.push_back(std::move(op));
+    }
+  }
+}
+
+Plan Planner::run() {
+  Plan plan;
+  plan.topo = topo_;
+  plan.options = opt_;
+  plan.bytes = bytes_;
+  plan.before.relaySteps = before_;
+  addEntry();
+  for (int s = 0; s < n_; ++s) addIntraNode(s);
+  layoutRounds();
+  for (int k = 1; k < topo_.nNodes(); ++k) {
+    for (int r = 0; r < n_ && topo_.localSize() > 1; ++r) addRelay(r, k);
+    for (int s = 0; s < n_; ++s) addDirect(s, k);
+  }
+  bool anyRelay = false;
+  for (int r = 0; r < n_; ++r) {
+    addCredits(r);
+    anyRelay = anyRelay || !relaySteps_[r].empty();
+  }
+  for (int d = 0; d < n_; ++d) addFinalWaits(d);
+  plan.after.relaySteps = steps_;
+  plan.relayBytes = anyRelay ? (uint64_t)opt_.slots * opt_.slotBytes : 0;
+  finish(plan);
+  return plan;
+}
+
+}  // namespace
+
+Plan makeAlltoallvPlan(const Topology& topo, const std::vector<uint64_t>& bytes,
+                       const Options& options, const Carry& before) {
+  const size_t n = (size_t)topo.nRanks();
+  RMACC_ARG_CHECK(n > 0, "the topology has no ranks");
+  RMACC_ARG_CHECK(bytes.size() == n * n, "byte matrix has %zu entries, expected %zu x %zu",
+                  bytes.size(), n, n);
+  RMACC_ARG_CHECK(options.slots >= 2, "relay slots must be >= 2, got %d", options.slots);
+  RMACC_ARG_CHECK(options.slotBytes > 0, "relay slot size must be > 0");
+  RMACC_ARG_CHECK(options.maxPutBytes > 0, "max put size must be > 0");
+  RMACC_ARG_CHECK(before.relaySteps.empty() || before.relaySteps.size() == n,
+                  "carry has %zu relay counters, expected 0 or %zu", before.relaySteps.size(), n);
+  return Planner(topo, bytes, options, before).run();
+}
+
+}  // namespace rmacc::plan

@@ -1,0 +1,128 @@
+// The verifier's static part: shapes, carries, op well-formedness, and the relay-layout oracle.
+#include <cstdarg>
+
+#include "core/error.h"
+#include "plan/plan_internal.h"
+#include "plan/verifier_internal.h"
+
+namespace rmacc::plan::verify_detail {
+
+void fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char buf[2048];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  throw Violation{buf};
+}
+
+std::vector<uint64_t> relayStepsBefore(const Plan& plan) {
+  const auto& steps = plan.before.relaySteps;
+  return steps.empty() ? std::vector<uint64_t>(plan.topo.nRanks(), 0) : steps;
+}
+
+// Recomputes DESIGN.md §2's relay layout from the count matrix: round k, relay r, writer
+// w = (node r - delta_k, rail of r); w's blocks for r's node-mates back to back in local-rank
+// order, empty ones skipped; ceil(total / slotBytes) steps numbered on from Plan::before.
+RelayOracle::RelayOracle(const Plan& plan)
+    : n_(plan.topo.nRanks()), slotBytes_(plan.options.slotBytes),
+      slots_((uint64_t)plan.options.slots), relay_((size_t)n_ * n_, -1),
+      firstStep_((size_t)n_ * n_, 0), start_((size_t)n_ * n_, 0),
+      after_(relayStepsBefore(plan)) {
+  const Topology& t = plan.topo;
+  if (plan.bytes.size() != (size_t)n_ * n_ || after_.size() != (size_t)n_ || slotBytes_ == 0) {
+    return;  // checkStatic reports it
+  }
+  for (int k = 1; k < t.nNodes(); ++k) {
+    for (int r = 0; r < n_; ++r) {
+      const int node = t.nodeOf(r), rail = t.localRankOf(r);
+      const int w = t.rankAt(t.recvNode(node, k), rail);
+      uint64_t pos = 0;
+      for (int j = 0; j < t.localSize(); ++j) {
+        const int d = t.rankAt(node, j);
+        const uint64_t len = plan.bytes[key(w, d)];
+        if (j == rail || len == 0) continue;
+        relay_[key(w, d)] = r;
+        firstStep_[key(w, d)] = after_[r];
+        start_[key(w, d)] = pos;
+        pos += len;
+      }
+      after_[r] += (pos + slotBytes_ - 1) / slotBytes_;
+    }
+  }
+}
+
+namespace {
+
+std::string opText(const Plan& plan, int call, int rank, int index) {
+  return strprintf("call %d: %s", call, formatOp(plan.ranks[rank].ops[index], rank, index).c_str());
+}
+
+void checkOp(const Plan& plan, int call, int r, int i) {
+  const Op& op = plan.ranks[r].ops[i];
+  const Topology& t = plan.topo;
+  // The op's text is built only for a report: this runs for every op of every plan.
+  auto what = [&] { return opText(plan, call, r, i); };
+  for (int dep : op.deps) {
+    if (dep < 0 || dep >= i) {
+      fail("%s: dep %d is not an earlier op of the rank", what().c_str(), dep);
+    }
+  }
+  if (op.kind == OpKind::kCopy) {
+    if (op.lane != Lane::kCePut) fail("%s: a local copy belongs on the cePut lane", what().c_str());
+    if (op.peer != r && op.peer != -1) fail("%s: a local copy names another rank", what().c_str());
+    return;
+  }
+  if (op.peer < 0 || op.peer >= t.nRanks() || op.peer == r) {
+    fail("%s: peer r%d is not another rank", what().c_str(), op.peer);
+  }
+  if (op.ctx < 0 || op.ctx >= kPlanNumContexts || op.sigIdx < 0 ||
+      op.sigIdx >= RMACC_MAX_SIGNALS) {
+    fail("%s: no such signal (ctx %d, sig %d)", what().c_str(), op.ctx, op.sigIdx);
+  }
+  const bool local = t.sameNode(r, op.peer);
+  const bool isPut = op.kind == OpKind::kPut;
+  const Lane want = isPut ? (local ? Lane::kCePut : Lane::kProxyPut)
+                          : (local ? Lane::kCeWait : Lane::kProxyWait);
+  if (op.lane != want) {
+    fail("%s: a %s %s r%d belongs on the %s lane", what().c_str(), isPut ? "put to" : "wait on",
+         local ? "local" : "remote", op.peer, laneName(want));
+  }
+}
+
+void checkCall(const std::vector<Plan>& calls, const std::vector<RelayOracle>& oracles, int c) {
+  const Plan& p = calls[c];
+  const int n = p.topo.nRanks();
+  if (!(p.topo == calls[0].topo)) fail("call %d: topology differs from call 0", c);
+  if (p.options.slots != calls[0].options.slots ||
+      p.options.slotBytes != calls[0].options.slotBytes) {
+    fail("call %d: relay slots differ from call 0 (the relay layout must stay put)", c);
+  }
+  if (p.options.slots < 2 || p.options.slotBytes == 0) fail("call %d: bad relay options", c);
+  if (p.bytes.size() != (size_t)n * n || (int)p.ranks.size() != n) {
+    fail("call %d: %zu counts and %zu rank plans for %d ranks", c, p.bytes.size(),
+         p.ranks.size(), n);
+  }
+  const auto before = relayStepsBefore(p);
+  if (before.size() != (size_t)n) fail("call %d: carry has %zu entries", c, before.size());
+  if (c > 0 && before != calls[c - 1].after.relaySteps) {
+    fail("call %d: carry before differs from call %d's carry after", c, c - 1);
+  }
+  if (p.after.relaySteps != oracles[c].after()) {
+    fail("call %d: carry after does not count the relay steps of the call", c);
+  }
+  if (p.relayBytes > (uint64_t)p.options.slots * p.options.slotBytes) {
+    fail("call %d: relayBytes %llu exceeds slots x slotBytes", c,
+         (unsigned long long)p.relayBytes);
+  }
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < (int)p.ranks[r].ops.size(); ++i) checkOp(p, c, r, i);
+}
+
+}  // namespace
+
+void checkStatic(const std::vector<Plan>& calls, const std::vector<RelayOracle>& oracles) {
+  for (int c = 0; c < (int)calls.size(); ++c) checkCall(calls, oracles, c);
+}
+
+}  // namespace rmacc::plan::verify_detail

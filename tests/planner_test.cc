@@ -1,0 +1,456 @@
+// Hand-checked plans of small shapes, and plans broken on purpose that the verifier must reject.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <numeric>
+#include <string>
+
+#include "core/error.h"
+#include "net/signals.h"
+#include "plan/plan_internal.h"
+#include "plan/planner.h"
+#include "plan/verifier.h"
+
+static_assert(rmacc::plan::kPlanCtxColl == rmacc::kCtxColl, "plan and net disagree on kCtxColl");
+static_assert(rmacc::plan::kPlanCtxCredit == rmacc::kCtxCredit, "kCtxCredit differs");
+static_assert(rmacc::plan::kPlanCtxEntry == rmacc::kCtxEntry, "kCtxEntry differs");
+static_assert(rmacc::plan::kPlanNumContexts >= rmacc::kNumContexts, "too few contexts");
+
+namespace rmacc::plan {
+namespace {
+
+Options opts(uint64_t slotBytes = 1 << 20, int slots = 2, uint64_t maxPut = 1ull << 30) {
+  Options o;
+  o.slotBytes = slotBytes;
+  o.slots = slots;
+  o.maxPutBytes = maxPut;
+  return o;
+}
+
+// bytes[s][d] = f(s, d)
+std::vector<uint64_t> counts(int n, const std::function<uint64_t(int, int)>& f) {
+  std::vector<uint64_t> b((size_t)n * n);
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d) b[(size_t)s * n + d] = f(s, d);
+  return b;
+}
+
+Plan planOf(const Topology& t, const std::vector<uint64_t>& b, const Options& o,
+            const Carry& before = {}) {
+  return makeAlltoallvPlan(t, b, o, before);
+}
+
+void expectGood(const std::vector<Plan>& calls) {
+  Verdict v = verify(calls);
+  EXPECT_TRUE(v.ok) << v.error << "\n" << calls.back().dump();
+}
+
+void expectCaught(const std::vector<Plan>& calls, const std::string& needle) {
+  Verdict v = verify(calls);
+  ASSERT_FALSE(v.ok) << "a broken plan verified:\n" << calls.back().dump();
+  EXPECT_NE(v.error.find(needle), std::string::npos) << v.error;
+}
+
+std::vector<int> find(const Plan& p, int rank, const std::function<bool(const Op&)>& pred) {
+  std::vector<int> idx;
+  for (int i = 0; i < (int)p.ranks[rank].ops.size(); ++i)
+    if (pred(p.ranks[rank].ops[i])) idx.push_back(i);
+  return idx;
+}
+
+int countLane(const Plan& p, int rank, Lane lane) {
+  return (int)find(p, rank, [&](const Op& op) { return op.lane == lane; }).size();
+}
+
+bool isData(const Op& op) { return op.kind != OpKind::kWait && op.bytes > 0; }
+bool isWait(const Op& op, int ctx) { return op.kind == OpKind::kWait && op.ctx == ctx; }
+bool isRelayWait(const Op& op) {
+  return op.kind == OpKind::kWait && op.ctx == kPlanCtxColl && op.sigIdx == kSigRelay;
+}
+bool isDataWait(const Op& op) {
+  return op.kind == OpKind::kWait && op.ctx == kPlanCtxColl && op.sigIdx == kSigData;
+}
+// A put of data from a send block straight into a receive block (no relay on either side).
+bool isDirectPut(const Op& op) {
+  return op.kind == OpKind::kPut && op.bytes > 0 && op.src.region == Region::kSend &&
+         op.dst.region == Region::kRecv;
+}
+bool isSignal(const Op& op, int ctx) {
+  return op.kind == OpKind::kPut && op.bytes == 0 && op.ctx == ctx;
+}
+
+// Plan surgery for the negative tests: remove or move one op, keeping deps pointing at the
+// same ops (deps on a removed op disappear).
+void eraseOp(Plan& p, int rank, int index) {
+  auto& ops = p.ranks[rank].ops;
+  ops.erase(ops.begin() + index);
+  for (Op& op : ops) {
+    std::vector<int> deps;
+    for (int d : op.deps)
+      if (d != index) deps.push_back(d > index ? d - 1 : d);
+    op.deps = deps;
+  }
+}
+
+void moveOp(Plan& p, int rank, int from, int to) {
+  auto& ops = p.ranks[rank].ops;
+  std::vector<int> order(ops.size()), where(ops.size());
+  std::iota(order.begin(), order.end(), 0);
+  order.erase(order.begin() + from);
+  order.insert(order.begin() + to, from);
+  std::vector<Op> moved;
+  for (int j = 0; j < (int)order.size(); ++j) {
+    where[order[j]] = j;
+    moved.push_back(ops[order[j]]);
+  }
+  for (Op& o : moved)
+    for (int& d : o.deps) d = where[d];
+  ops = moved;
+}
+
+TEST(Planner, RejectsBadArguments) {
+  const Topology t = Topology::blocks(2, 2);
+  const auto b = counts(4, [](int, int) { return 8; });
+  auto code = [&](const std::vector<uint64_t>& bytes, const Options& o, const Carry& c) {
+    try {
+      makeAlltoallvPlan(t, bytes, o, c);
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return rmaccSuccess;
+  };
+  EXPECT_EQ(code(std::vector<uint64_t>(15, 1), opts(), {}), rmaccInvalidArgument);
+  EXPECT_EQ(code(b, opts(64, 1), {}), rmaccInvalidArgument);
+  EXPECT_EQ(code(b, opts(0, 2), {}), rmaccInvalidArgument);
+  EXPECT_EQ(code(b, opts(64, 2, 0), {}), rmaccInvalidArgument);
+  EXPECT_EQ(code(b, opts(), Carry{{1, 2}}), rmaccInvalidArgument);
+  EXPECT_EQ(code(b, opts(), Carry{{0, 0, 0, 0}}), rmaccSuccess);
+}
+
+TEST(Planner, OneRankCopiesItsOwnBlock) {
+  Plan p = planOf(Topology::blocks(1, 1), {100}, opts());
+  ASSERT_EQ(p.ranks[0].ops.size(), 1u);
+  EXPECT_EQ(p.dump(0).substr(p.dump(0).find('\n') + 1),
+            "r0 b0 cePut #0 copy recv[0]+0 <- send[0]+0 100B\n");
+  EXPECT_EQ(p.nBatches, 1);
+  EXPECT_EQ(p.relayBytes, 0u);
+  expectGood({p});
+  Plan empty = planOf(Topology::blocks(1, 1), {0}, opts());
+  EXPECT_TRUE(empty.ranks[0].ops.empty());
+  EXPECT_EQ(empty.nBatches, 0);
+  expectGood({empty});
+}
+
+TEST(Planner, OneNodeIsCopyEnginesOnly) {
+  Plan p = planOf(Topology::blocks(1, 8), counts(8, [](int s, int d) { return 1000 + s + d; }),
+                  opts());
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(countLane(p, r, Lane::kProxyPut) + countLane(p, r, Lane::kProxyWait), 0);
+    // 7 entry signals, 7 puts and a copy; 7 entry waits and 7 completion waits.
+    EXPECT_EQ(countLane(p, r, Lane::kCePut), 15);
+    EXPECT_EQ(countLane(p, r, Lane::kCeWait), 14);
+  }
+  // Rotated order: rank 3 puts to 4, 5, 6, 7, 0, 1, 2, then copies to itself.
+  std::vector<int> peers;
+  for (int i : find(p, 3, isData)) peers.push_back(p.ranks[3].ops[i].peer);
+  EXPECT_EQ(peers, (std::vector<int>{4, 5, 6, 7, 0, 1, 2, 3}));
+  EXPECT_EQ(p.nBatches, 1);
+  EXPECT_EQ(p.relayBytes, 0u);
+  expectGood({p});
+}
+
+TEST(Planner, OneRankPerNodeIsDirectOnly) {
+  const Topology t = Topology::blocks(8, 1);
+  Plan p = planOf(t, counts(8, [](int s, int d) { return 10 * s + d + 1; }), opts());
+  EXPECT_EQ(p.relayBytes, 0u);
+  EXPECT_EQ(p.nBatches, 7);  // one per node round
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(countLane(p, r, Lane::kCePut), 1);  // the copy
+    auto puts = find(p, r, [](const Op& op) { return op.kind == OpKind::kPut && op.bytes > 0; });
+    ASSERT_EQ(puts.size(), 7u);
+    for (int k = 1; k < 8; ++k) {  // round k goes to sendNode(r, k), in batch k-1
+      const Op& op = p.ranks[r].ops[puts[k - 1]];
+      EXPECT_EQ(op.peer, t.sendNode(r, k));
+      EXPECT_EQ(op.batch, k - 1);
+      EXPECT_EQ(op.dst.region, Region::kRecv);
+      EXPECT_EQ(op.sigIdx, kSigData);
+    }
+  }
+  expectGood({p});
+}
+
+// 2 nodes x 2: r0 = (0,0), r1 = (0,1), r2 = (1,0), r3 = (1,1); bytes[s][d] = 100(s+1) + d.
+TEST(Planner, TwoByTwoHandChecked) {
+  Plan p = planOf(Topology::blocks(2, 2), counts(4, [](int s, int d) { return 100 * (s + 1) + d; }),
+                  opts());
+  const std::string d = p.dump(0);
+  EXPECT_EQ(d.substr(d.find('\n') + 1),
+            "r0 b0 cePut #0 -> r1 0B sig(entry,0)\n"
+            "r0 b0 proxyPut #1 -> r2 0B sig(entry,0)\n"
+            "r0 b0 ceWait #2 <- r1 sig(entry,0) x1\n"
+            "r0 b0 proxyWait #3 <- r2 sig(entry,0) x1\n"
+            "r0 b0 cePut #4 -> r1 recv[0]+0 <- send[1]+0 101B sig(coll,data) deps{2}\n"
+            "r0 b0 cePut #5 copy recv[0]+0 <- send[0]+0 100B\n"
+            "r0 b0 proxyPut #6 -> r2 relay+0 <- send[3]+0 103B sig(coll,relay)\n"
+            "r0 b0 proxyPut #7 -> r2 recv[0]+0 <- send[2]+0 102B sig(coll,data) deps{3}\n"
+            "r0 b1 proxyWait #8 <- r2 sig(coll,relay) x1\n"
+            "r0 b1 cePut #9 -> r1 recv[2]+0 <- relay+0 301B sig(coll,data) deps{2,8}\n"
+            "r0 b0 proxyWait #10 <- r2 sig(coll,data) x1\n"
+            "r0 b1 ceWait #11 <- r1 sig(coll,data) x2\n");
+  EXPECT_EQ(p.nBatches, 2);
+  EXPECT_EQ(p.relayBytes, 2u << 20);
+  EXPECT_EQ(p.after.relaySteps, (std::vector<uint64_t>{1, 1, 1, 1}));
+  expectGood({p});
+}
+
+// 3 nodes x 4. Relay r5 = (1,1) gets round 1 from r1 = (0,1) and round 2 from r9 = (2,1)
+// (deltas 0,1,2). r1's blocks for node 1: r4 30 B, r5 99 B (direct), r6 empty, r7 20 B.
+TEST(Planner, RelayPacksBlocksInLocalRankOrder) {
+  const Topology t = Topology::blocks(3, 4);
+  auto b = counts(12, [](int s, int d) { return (uint64_t)(s * 7 + d * 3) % 11 + 1; });
+  b[1 * 12 + 4] = 30;
+  b[1 * 12 + 5] = 99;
+  b[1 * 12 + 6] = 0;
+  b[1 * 12 + 7] = 20;
+  const uint64_t slot = 4096;
+  Plan p = planOf(t, b, opts(slot, 3));
+  ASSERT_EQ(t.recvNode(1, 1), 0);
+  ASSERT_EQ(t.recvNode(1, 2), 2);
+  auto toRelay = find(p, 1, [](const Op& op) { return op.dst.region == Region::kRelay; });
+  std::vector<std::string> got;
+  for (int i : toRelay) {
+    const Op& op = p.ranks[1].ops[i];
+    if (op.peer == 5) got.push_back(formatOp(op, 1, i).substr(formatOp(op, 1, i).find("->")));
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"-> r5 relay+0 <- send[4]+0 30B sig(coll,relay)",
+                                           "-> r5 relay+0x1e <- send[7]+0 20B sig(coll,relay)"}));
+  // r5 forwards the two blocks, then round 2's payload from r9 in slot 1.
+  auto fwd = find(p, 5, [](const Op& op) { return op.src.region == Region::kRelay; });
+  ASSERT_GE(fwd.size(), 3u);
+  const Op& f0 = p.ranks[5].ops[fwd[0]];
+  const Op& f1 = p.ranks[5].ops[fwd[1]];
+  EXPECT_EQ(f0.peer, 4);
+  EXPECT_EQ(f0.dst.block, 1);
+  EXPECT_EQ(f1.peer, 7);
+  EXPECT_EQ(f1.src.offset, 30u);
+  for (size_t k = 2; k < fwd.size(); ++k) {
+    EXPECT_EQ(p.ranks[5].ops[fwd[k]].dst.block, 9);
+    EXPECT_GE(p.ranks[5].ops[fwd[k]].src.offset, slot);
+  }
+  auto waits = find(p, 5, isRelayWait);
+  ASSERT_EQ(waits.size(), 2u);
+  EXPECT_EQ(p.ranks[5].ops[waits[0]].peer, 1);
+  EXPECT_EQ(p.ranks[5].ops[waits[0]].count, 2u);
+  EXPECT_EQ(p.ranks[5].ops[waits[1]].peer, 9);
+  EXPECT_EQ(p.after.relaySteps[5], 2u);
+  expectGood({p});
+}
+
+// 2 x 2 with 4-byte slots, 2 slots: r0's 10 bytes for r3 go through r2 as steps 0, 1, 2
+// (4 + 4 + 2 bytes) in slots 0, 1, 0; step 2 waits for r2's credit after step 0's forward.
+TEST(Planner, ChunksAndCreditsWithTinySlots) {
+  auto b = counts(4, [](int, int) { return 0; });
+  b[0 * 4 + 3] = 10;
+  Plan p = planOf(Topology::blocks(2, 2), b, opts(4, 2));
+  auto puts = find(p, 0, isData);
+  ASSERT_EQ(puts.size(), 3u);
+  const auto& ops0 = p.ranks[0].ops;
+  EXPECT_EQ(ops0[puts[0]].dst.offset, 0u);
+  EXPECT_EQ(ops0[puts[1]].dst.offset, 4u);
+  EXPECT_EQ(ops0[puts[2]].dst.offset, 0u);
+  EXPECT_EQ(ops0[puts[2]].bytes, 2u);
+  EXPECT_EQ(ops0[puts[2]].src.offset, 8u);
+  EXPECT_EQ((std::vector<int>{ops0[puts[0]].batch, ops0[puts[1]].batch, ops0[puts[2]].batch}),
+            (std::vector<int>{0, 1, 2}));
+  auto creditWait = find(p, 0, [](const Op& op) { return isWait(op, kPlanCtxCredit); });
+  ASSERT_EQ(creditWait.size(), 1u);
+  EXPECT_EQ(ops0[puts[2]].deps, std::vector<int>{creditWait[0]});
+  const auto& ops2 = p.ranks[2].ops;
+  auto credit = find(p, 2, [](const Op& op) { return isSignal(op, kPlanCtxCredit); });
+  auto fwd = find(p, 2, isData);
+  ASSERT_EQ(credit.size(), 1u);
+  ASSERT_EQ(fwd.size(), 3u);
+  EXPECT_EQ(ops2[credit[0]].peer, 0);
+  EXPECT_EQ(ops2[credit[0]].deps, std::vector<int>{fwd[0]});  // after step 0's forward
+  EXPECT_EQ(p.nBatches, 4);
+  EXPECT_EQ(p.relayBytes, 8u);
+  EXPECT_EQ(p.after.relaySteps, (std::vector<uint64_t>{0, 0, 3, 0}));
+  expectGood({p});
+}
+
+TEST(Planner, SplitsPutsAtMaxPutBytes) {
+  Plan p = planOf(Topology::blocks(2, 2), counts(4, [](int, int) { return 10; }), opts(8, 2, 3));
+  for (int r = 0; r < 4; ++r)
+    for (const Op& op : p.ranks[r].ops) {
+      if (op.kind == OpKind::kPut) EXPECT_LE(op.bytes, 3u);
+    }
+  // r0's 10 bytes for r1: pieces of 3, 3, 3, 1 at offsets 0, 3, 6, 9.
+  auto intra = find(p, 0, [](const Op& op) { return isDirectPut(op) && op.peer == 1; });
+  ASSERT_EQ(intra.size(), 4u);
+  EXPECT_EQ(p.ranks[0].ops[intra[3]].src.offset, 9u);
+  EXPECT_EQ(p.ranks[0].ops[intra[3]].bytes, 1u);
+  // r1 counts every piece from r0: 4 direct pieces plus r0's forwards of r2's 10 bytes
+  // (chunks of 8 + 2: pieces 3, 3, 2 and 2).
+  auto fin = find(p, 1, [](const Op& op) { return isDataWait(op) && op.peer == 0; });
+  ASSERT_EQ(fin.size(), 1u);
+  EXPECT_EQ(p.ranks[1].ops[fin[0]].count, 8u);
+  expectGood({p});
+}
+
+// 3 nodes x 2, 4-byte slots, 2 slots. Relay r2 = (1,0) takes round 1 from r0 and round 2 from
+// r4; its steps run on across calls, and a step whose slot was last used in an earlier call
+// gets a carried credit (sent at the start, no deps) from r2 to that step's writer.
+TEST(Planner, CarriesStepsAndCreditsAcrossCalls) {
+  const Topology t = Topology::blocks(3, 2);
+  ASSERT_EQ(t.recvNode(1, 1), 0);
+  ASSERT_EQ(t.recvNode(1, 2), 2);
+  auto shape = [](uint64_t from0, uint64_t from4) {
+    auto b = counts(6, [](int, int) { return 0; });
+    b[0 * 6 + 3] = from0;
+    b[4 * 6 + 3] = from4;
+    return b;
+  };
+  const std::vector<std::vector<uint64_t>> calls = {shape(10, 0), shape(0, 6), shape(4, 8)};
+  std::vector<Plan> plans;
+  Carry carry;
+  for (const auto& b : calls) {
+    plans.push_back(planOf(t, b, opts(4, 2), carry));
+    carry = plans.back().after;
+  }
+  EXPECT_EQ(plans[0].after.relaySteps[2], 3u);
+  EXPECT_EQ(plans[1].after.relaySteps[2], 5u);
+  EXPECT_EQ(plans[2].after.relaySteps[2], 8u);
+  // (writer, carried) of r2's credits in each call.
+  auto credits = [](const Plan& p) {
+    std::vector<std::pair<int, bool>> out;
+    for (const Op& op : p.ranks[2].ops)
+      if (isSignal(op, kPlanCtxCredit)) out.push_back({op.peer, op.deps.empty()});
+    return out;
+  };
+  using V = std::vector<std::pair<int, bool>>;
+  EXPECT_EQ(credits(plans[0]), (V{{0, false}}));               // step 2 <- step 0
+  EXPECT_EQ(credits(plans[1]), (V{{4, true}, {4, true}}));     // steps 3, 4 <- 1, 2
+  EXPECT_EQ(credits(plans[2]), (V{{0, true}, {4, true}, {4, false}}));  // 5<-3, 6<-4, 7<-5
+  // Step 5 is r0's only step, in slot 1 at relay+4.
+  auto toRelay = find(plans[2], 0, [](const Op& op) { return op.dst.region == Region::kRelay; });
+  ASSERT_EQ(toRelay.size(), 1u);
+  EXPECT_EQ(plans[2].ranks[0].ops[toRelay[0]].dst.offset, 4u);
+  expectGood(plans);
+  expectGood({plans[1]});  // a call on its own, from its carry, verifies too
+}
+
+TEST(Planner, BarrierModeHasNoEntrySignals) {
+  Options o = opts(16, 2);
+  o.entrySignals = false;
+  Plan p = planOf(Topology::blocks(3, 3), counts(9, [](int s, int d) { return 5 + s * d; }), o);
+  for (int r = 0; r < 9; ++r) {
+    EXPECT_TRUE(find(p, r, [](const Op& op) { return op.ctx == kPlanCtxEntry; }).empty());
+  }
+  expectGood({p, planOf(p.topo, p.bytes, o, p.after)});
+}
+
+// --- broken plans -----------------------------------------------------------------------
+
+Plan tinyRelayPlan() {
+  auto b = counts(4, [](int, int) { return 0; });
+  b[0 * 4 + 3] = 10;
+  return planOf(Topology::blocks(2, 2), b, opts(4, 2));
+}
+
+TEST(VerifierRejects, MissingCreditWait) {
+  Plan p = tinyRelayPlan();
+  auto w = find(p, 0, [](const Op& op) { return isWait(op, kPlanCtxCredit); });
+  ASSERT_EQ(w.size(), 1u);
+  eraseOp(p, 0, w[0]);
+  expectCaught({p}, "overwrites r2's unforwarded relay bytes");
+}
+
+TEST(VerifierRejects, MissingEntryWait) {
+  const Topology t = Topology::blocks(2, 2);
+  const auto b = counts(4, [](int s, int d) { return 3 + s + 2 * d; });
+  for (int writer : {0, 1}) {  // either direction of the r0 <-> r1 pair
+    Plan first = planOf(t, b, opts(8, 2));
+    Plan second = planOf(t, b, opts(8, 2), first.after);
+    auto w = find(second, writer, [&](const Op& op) {
+      return isWait(op, kPlanCtxEntry) && op.peer == 1 - writer;
+    });
+    ASSERT_EQ(w.size(), 1u);
+    eraseOp(second, writer, w[0]);
+    expectCaught({first, second}, "before r" + std::to_string(1 - writer) + " entered call 1");
+  }
+}
+
+TEST(VerifierRejects, MissingRelayDataWait) {
+  Plan p = tinyRelayPlan();
+  auto w = find(p, 2, isRelayWait);
+  ASSERT_EQ(w.size(), 3u);
+  eraseOp(p, 2, w[2]);
+  expectCaught({p}, "reads relay bytes");
+}
+
+TEST(VerifierRejects, MissingCompletionWait) {
+  Plan p = planOf(Topology::blocks(2, 2), counts(4, [](int, int) { return 6; }), opts(8, 2));
+  auto w = find(p, 3, isDataWait);
+  ASSERT_FALSE(w.empty());
+  eraseOp(p, 3, w.back());
+  expectCaught({p}, "r3 finished with");
+}
+
+TEST(VerifierRejects, DuplicatedPut) {
+  Plan p = planOf(Topology::blocks(2, 2), counts(4, [](int, int) { return 6; }), opts(8, 2));
+  auto& ops = p.ranks[1].ops;
+  auto puts = find(p, 1, isDirectPut);
+  ASSERT_FALSE(puts.empty());
+  Op dup = ops[puts[0]];
+  ops.push_back(dup);
+  expectCaught({p}, "a second time");
+}
+
+TEST(VerifierRejects, MisroutedOffsets) {
+  const auto b = counts(4, [](int s, int d) { return 6 + s + d; });
+  Plan direct = planOf(Topology::blocks(2, 2), b, opts(8, 2, 3));
+  auto puts = find(direct, 0, isDirectPut);
+  ASSERT_FALSE(puts.empty());
+  direct.ranks[0].ops[puts[0]].dst.offset += 1;
+  expectCaught({direct}, "at the same offset");
+
+  Plan relay = planOf(Topology::blocks(2, 2), b, opts(8, 2));
+  auto rp = find(relay, 0, [](const Op& op) { return op.dst.region == Region::kRelay; });
+  ASSERT_FALSE(rp.empty());
+  relay.ranks[0].ops[rp[0]].dst.offset += 8;  // the other slot
+  expectCaught({relay}, "belongs at relay+");
+
+  Plan fwd = planOf(Topology::blocks(2, 2), b, opts(8, 2));
+  auto f = find(fwd, 2, [](const Op& op) { return op.src.region == Region::kRelay; });
+  ASSERT_FALSE(f.empty());
+  fwd.ranks[2].ops[f[0]].dst.offset += 1;
+  expectCaught({fwd}, "reads relay bytes of");
+}
+
+TEST(VerifierRejects, LaneOrderThatDeadlocks) {
+  // Each rank of a 1 x 2 plan signals its entry only after its own data put, which waits for
+  // the other rank's entry: a cycle through the two cePut lanes.
+  Plan p = planOf(Topology::blocks(1, 2), counts(2, [](int, int) { return 5; }), opts());
+  for (int r : {0, 1}) {
+    auto entry = find(p, r, [](const Op& op) { return isSignal(op, kPlanCtxEntry); });
+    auto put = find(p, r, [](const Op& op) { return isData(op) && op.kind == OpKind::kPut; });
+    ASSERT_EQ(entry.size(), 1u);
+    ASSERT_EQ(put.size(), 1u);
+    moveOp(p, r, entry[0], put[0]);
+  }
+  expectCaught({p}, "deadlock");
+}
+
+TEST(VerifierRejects, StraySignal) {
+  Plan p = planOf(Topology::blocks(2, 2), counts(4, [](int, int) { return 6; }), opts(8, 2));
+  Op extra;
+  extra.kind = OpKind::kPut;
+  extra.lane = Lane::kProxyPut;
+  extra.peer = 2;
+  extra.ctx = kPlanCtxCredit;
+  p.ranks[0].ops.push_back(extra);
+  expectCaught({p}, "but its waits consumed");
+}
+
+}  // namespace
+}  // namespace rmacc::plan
