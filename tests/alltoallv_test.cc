@@ -176,9 +176,9 @@ TEST(Alltoallv, MismatchedCountsFailEverywhereAndTouchNothing) {
   runRanks(4, optionsFor({2, 2}), [&](const RankContext& ctx) {
     TestComm comm(ctx);
     const int n = 4, me = ctx.rank;
-    auto counts = makeCounts(Pattern::kRandom, n, 50, 3);
+    auto counts = makeCounts(Pattern::kUniform, n, 50, 3);
     Layout l = makeLayout(counts, n, me, 3);
-    if (me == 2) l.recvcounts[1] += 1;  // rank 2 expects one element more from rank 1
+    if (me == 2) l.recvcounts[1] -= 1;  // rank 2 expects one element less from rank 1
     std::vector<uint8_t> send(l.sendElems * 4 + 4), recv(l.recvElems * 4 + 4, kPoison);
     fillSend(send.data(), l, 4, me, 3);
     EXPECT_EQ(rmaccAlltoAllv(send.data(), l.sendcounts.data(), l.sdispls.data(), recv.data(),

@@ -318,7 +318,7 @@ void CollectiveEngine::runTask(Task& task) {
     b.peerRecvOffset[r].assign(offsets, offsets + n);
     if (topo.sameNode(r, me) && header(r)->exportable) {
       b.peerRecv[r].local =
-          static_cast<char*>(peerMapping(header(r)->handle.handle())->ptr()) + header(r)->targetBase;
+          static_cast<char*>(peerMapping(header(r)->handle.handle(), task.seq)->ptr()) + header(r)->targetBase;
     } else if (!topo.sameNode(r, me)) {
       b.peerRecv[r].remote = header(r)->remote;
     }
@@ -327,13 +327,20 @@ void CollectiveEngine::runTask(Task& task) {
                  doneFlag_, task.seq, task.seq);
 }
 
-std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handle) {
+std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handle, uint64_t seq) {
   std::string key(handle.begin(), handle.end());
   auto it = peerMaps_.find(key);
-  if (it != peerMaps_.end()) return it->second;
-  if (peerMaps_.size() >= kPeerMapCacheSize) peerMaps_.clear();
+  if (it != peerMaps_.end()) {
+    it->second.lastUse = seq;
+    return it->second.mapping;
+  }
+  if (peerMaps_.size() >= kPeerMapCacheSize) {
+    // Unmap only what no call still in flight uses: the streams may not have run it yet.
+    uint64_t done = *doneFlag_;
+    std::erase_if(peerMaps_, [&](const auto& kv) { return kv.second.lastUse <= done; });
+  }
   auto m = comm_.windows().importPeer(handle);
-  peerMaps_[key] = m;
+  peerMaps_[key] = PeerMap{m, seq};
   return m;
 }
 

@@ -64,7 +64,8 @@ class CollectiveEngine {
   void fail(uint64_t seq, rmaccResult_t code, const std::string& text);
   std::shared_ptr<const plan::Plan> planFor(const std::vector<uint64_t>& bytes);
   // A peer's receive target mapped here, cached by its export handle.
-  std::shared_ptr<Mapping> peerMapping(const ExportHandle& handle);
+  // The mapping stays cached until no enqueued call may still copy into it.
+  std::shared_ptr<Mapping> peerMapping(const ExportHandle& handle, uint64_t seq);
 
   Comm& comm_;
   std::unique_ptr<Allocation> doneAlloc_;
@@ -79,7 +80,11 @@ class CollectiveEngine {
   // blocks written by rail peers of other nodes (memory the network reaches).
   std::unique_ptr<StagingBuffer> localStaging_;
   std::unique_ptr<StagingBuffer> remoteStaging_;
-  std::map<std::string, std::shared_ptr<Mapping>> peerMaps_;
+  struct PeerMap {
+    std::shared_ptr<Mapping> mapping;
+    uint64_t lastUse;  // the last call that copies into it
+  };
+  std::map<std::string, PeerMap> peerMaps_;
 
   plan::Carry carry_;
   std::list<std::pair<std::string, std::shared_ptr<const plan::Plan>>> planCache_;  // LRU
