@@ -16,6 +16,7 @@ struct WindowRecord {
   uint64_t size;
   uint64_t allocOffset;  // offset of the window in its exportable allocation
   uint8_t exportable;    // the node's other ranks can map it
+  uint8_t nicWritable;   // the network can write it (host memory, or a GPU-direct provider)
   RemoteRegion remote;   // valid on multi-node communicators
   HandleRecord handle;
 };
@@ -100,7 +101,8 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
   }
   bool needsExport = topo.localSize() > 1 && bytes > 0;
   bool ok = !needsExport || a != nullptr;
-  if (ok && comm_.multiNode() && bytes > 0) {
+  rec.nicWritable = bytes == 0 || comm_.backend().nicAccessible(buff);
+  if (ok && comm_.multiNode() && bytes > 0 && rec.nicWritable) {
     uint64_t regOffset = 0;
     rec.remote = registerRemote(buff, bytes, &regOffset);
     rec.remote.base += regOffset;
@@ -130,7 +132,10 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
       t.local = static_cast<char*>(m->ptr()) + all[r].allocOffset;
       win->mappings.push_back(std::move(m));
     }
-    if (!topo.sameNode(r, me)) t.remote = all[r].remote;
+    if (!topo.sameNode(r, me)) {
+      t.remote = all[r].remote;
+      t.networkWritable = all[r].nicWritable;
+    }
   }
   Window* raw = win.get();
   std::lock_guard<std::mutex> lock(mu_);

@@ -25,6 +25,7 @@ struct PeerTarget {
   void* local = nullptr;
   RemoteRegion remote;
   size_t size = 0;
+  bool networkWritable = true;  // false: device memory the network provider cannot reach
 };
 
 class Window : public rmaccWindow {

@@ -15,9 +15,26 @@ ProxyQueue& RmaEngine::queueFor(Stream& stream) {
   return *it->second;
 }
 
-void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
+void RmaEngine::proxyPut(Stream& stream, const ProxyPut& putIn, bool waitDone) {
   ProxyQueue& q = queueFor(stream);
+  ProxyPut put = putIn;
+  BounceRing* bounce = nullptr;
+  if (put.bytes > 0 && !comm_.backend().nicAccessible(put.src)) {
+    // Device memory the network cannot read: the stream stages it in pinned memory first.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& ring = bounces_[&stream];
+      if (!ring) ring = std::make_unique<BounceRing>(comm_.backend(), *comm_.proxy());
+      bounce = ring.get();
+    }
+    char* staged = bounce->reserve(stream, put.bytes, q.done());
+    CopyDesc c{staged, put.src, put.bytes};
+    stream.copy(&c, 1);
+    put.src = staged;
+    put.srcDesc = bounce->desc();
+  }
   uint64_t seq = q.post(put);
+  if (bounce) bounce->used(seq);
   {
     std::lock_guard<std::mutex> lock(mu_);
     lastSeq_[&stream] = seq;

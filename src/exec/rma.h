@@ -6,11 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "backend/backend.h"
 #include "core/window.h"
+#include "exec/bounce.h"
 #include "net/proxy.h"
 
 namespace rmacc {
@@ -49,6 +51,7 @@ class RmaEngine {
   Comm& comm_;
   std::mutex mu_;
   std::map<Stream*, ProxyQueue*> queues_;
+  std::map<Stream*, std::unique_ptr<BounceRing>> bounces_;
   std::map<Stream*, uint64_t> lastSeq_;
 };
 

@@ -56,6 +56,11 @@ class CudaBackend : public Backend {
   Stream* userStream(rmaccStream_t stream) override;
   std::unique_ptr<Event> createEvent() override { return std::make_unique<CudaEvent>(state_); }
   bool isHostMemory(const void* ptr) const override;
+  // Without a GPU-direct provider the network reaches host memory only: relay buffers and
+  // network staging live in pinned host memory, and the copy engines move data across PCIe.
+  std::unique_ptr<Allocation> allocateNicVisible(size_t bytes) override {
+    return allocateHostVisible(bytes);
+  }
   void hostWrite(volatile uint64_t* addr, uint64_t value) override;
   void abort() override;
 
