@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One call on a GPU machine (the device tool's run): build, GPU tests, benchmarks, logs under
+# $OUT. Needs .deps/ carried (libfabric 1.17 and googletest headers, unpacked Debian packages:
+# see bench/README.md). Ranks that share a GPU run under MPS.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/rmacc-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export FI_PROVIDER=tcp FI_TCP_IFACE=lo RMACC_NET_PROVIDER=tcp
+MAXSIZE=${MAXSIZE:-4G}
+{
+  nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -5; git log -1 --format='commit %H'
+} > "$OUT/machine.txt" 2>&1
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRMACC_WITH_CUDA=ON \
+  -DRMACC_FABRIC_ROOT="$PWD/.deps" -DGTest_DIR="$PWD/.deps/usr/lib/x86_64-linux-gnu/cmake/GTest" \
+  > "$OUT/build.log" 2>&1 && cmake --build build-gpu -j "$(nproc)" >> "$OUT/build.log" 2>&1 \
+  || { tail -30 "$OUT/build.log"; exit 1; }
+
+export RMACC_LIB=$PWD/build-gpu/librmacc.so
+# compute-sanitizer before MPS (it does not run under MPS): one AlltoAllV across 2 emulated
+# nodes x 1 rank (proxy + bounce) and one inside a node (CE), memcheck.
+for nodes in 1 2; do
+  timeout 200 tools/rmacc-run -n 2 --nodes $nodes --timeout 190 -- compute-sanitizer --tool memcheck \
+    --error-exitcode 9 build-gpu/tools/rmacc-perf alltoallv -b 1M -e 1M -n 2 -w 1 \
+    > "$OUT/sanitizer-$nodes.log" 2>&1
+  echo "compute-sanitizer memcheck, $nodes node(s): exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-$nodes.log" | head -2
+done
+
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+nvidia-cuda-mps-control -d && echo "MPS started" >> "$OUT/machine.txt"
+ngpu=$(nvidia-smi -L | grep -c GPU)
+
+(cd build-gpu && timeout 400 ctest -R "Cuda|Gpu" --output-on-failure --timeout 300) > "$OUT/gpu-tests.log" 2>&1
+echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|Failed|Passed" "$OUT/gpu-tests.log" | tail -12
+
+perf() {  # perf NAME NRANKS NODES ARGS...
+  local name=$1 n=$2 nodes=$3; shift 3
+  timeout 240 tools/rmacc-run -n "$n" --nodes "$nodes" --timeout 230 -- build-gpu/tools/rmacc-perf "$@" \
+    > "$OUT/perf-$name.log" 2>&1
+  echo "== $name (exit $?)"; grep -vE "^\[[0-9]+\] \[rmacc\]" "$OUT/perf-$name.log" | grep -E "^\[0\]" | tail -14
+}
+if [ "$ngpu" -ge 2 ]; then local_ranks=$ngpu; else local_ranks=2; fi
+perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
+perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1K -e 1G -f 4 -n 20 -w 5
+perf alltoallv-2nodes "$((2 * (ngpu >= 2 ? ngpu / 2 : 1)))" 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
+timeout 300 python3 bench/nccl_peer.py -b 1K -e "$MAXSIZE" -f 4 > "$OUT/nccl-peer.log" 2>&1
+echo "== nccl/ce peer (exit $?)"; tail -20 "$OUT/nccl-peer.log"
+echo quit | nvidia-cuda-mps-control
