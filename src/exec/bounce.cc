@@ -8,10 +8,10 @@ namespace rmacc {
 
 char* BounceRing::reserve(Stream& stream, size_t bytes, volatile uint64_t* done) {
   uint64_t finished = *done;
-  std::erase_if(retired_, [&](const Retired& r) { return r.lastSeq <= finished; });
   if (!buffer_ || buffer_->size() < bytes) {
-    // Grow: the old ring stays until every put that reads it is done.
-    if (buffer_) retired_.push_back({std::move(buffer_), std::move(mr_), lastSeq_});
+    // Grow. The old ring is kept until the communicator goes: puts in flight may read it,
+    // and freeing pinned memory synchronises the device, which may wait for this thread.
+    if (buffer_) retired_.push_back({std::move(buffer_), std::move(mr_)});
     size_t size = std::max<size_t>(64ull << 20, 2 * bytes);
     buffer_ = backend_.allocateHostVisible(size);
     mr_ = proxy_.registerMemory(buffer_->ptr(), size);
@@ -42,7 +42,6 @@ char* BounceRing::reserve(Stream& stream, size_t bytes, volatile uint64_t* done)
 void BounceRing::used(uint64_t seq) {
   pending_.seq = seq;
   inFlight_.push_back(pending_);
-  lastSeq_ = seq;
 }
 
 }  // namespace rmacc

@@ -35,13 +35,11 @@ class BounceRing {
   struct Retired {
     std::unique_ptr<Allocation> buffer;
     std::unique_ptr<MemoryRegion> mr;
-    uint64_t lastSeq;
   };
   std::vector<Retired> retired_;
   std::deque<Segment> inFlight_;  // oldest first
   uint64_t head_ = 0;
   Segment pending_{0, 0, 0};
-  uint64_t lastSeq_ = 0;
 };
 
 }  // namespace rmacc

@@ -194,7 +194,6 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
   const Allocation* alloc = span ? comm_.windows().find(a.recvbuff, span, &allocOffset) : nullptr;
   bool localDirect = alloc != nullptr;
   bool remoteDirect = alloc && comm_.backend().nicAccessible(a.recvbuff);
-  uint64_t done = *doneFlag_;
   char* localStage = nullptr;
   char* remoteStage = nullptr;
   if (localBytes > 0) {
@@ -203,7 +202,7 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
       t.header.handle = HandleRecord::from(alloc->exportHandle());
       t.header.targetBase = allocOffset;
     } else {
-      localStage = localStaging_->reserve(localBytes, task.seq, done);
+      localStage = localStaging_->reserve(localBytes);
       t.header.handle = HandleRecord::from(localStaging_->allocation().exportHandle());
     }
   }
@@ -214,7 +213,7 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
       t.header.remote.base += regOffset;  // offsets below are relative to recvbuff
       t.header.remote.size -= regOffset;
     } else {
-      remoteStage = remoteStaging_->reserve(remoteBytes, task.seq, done);
+      remoteStage = remoteStaging_->reserve(remoteBytes);
       t.header.remote = remoteStaging_->remote();
     }
   }

@@ -6,10 +6,12 @@
 
 namespace rmacc {
 
-char* StagingBuffer::reserve(uint64_t bytes, uint64_t seq, uint64_t done) {
-  std::erase_if(retired_, [&](const Retired& r) { return r.lastUser <= done; });
+char* StagingBuffer::reserve(uint64_t bytes) {
   if (!current_ || current_->size() < bytes) {
-    if (current_) retired_.push_back({std::move(current_), std::move(mr_), seq - 1});
+    // The old buffer is freed only with the communicator: freeing pinned or device memory
+    // synchronises the whole device on CUDA, and this (progress) thread must never wait for
+    // streams that wait for it (seen on an H200 as a hang at the first growth).
+    if (current_) retired_.push_back({std::move(current_), std::move(mr_)});
     // Grow by half again, so that slowly growing calls do not reallocate every time.
     uint64_t size = std::max<uint64_t>(bytes + bytes / 2, 1 << 20);
     current_ = alloc_(size);

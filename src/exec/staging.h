@@ -1,6 +1,7 @@
 // A buffer the library stages data through (receive blocks for callers whose buffers peers
-// cannot reach, proxy sources in device memory). It grows on demand; a replaced buffer stays
-// alive until the calls that used it are complete.
+// cannot reach). It grows on demand, by half again each time; a replaced buffer stays alive
+// until the communicator goes (calls in flight may still use it, and freeing it early would
+// synchronise the device from the progress thread).
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,8 @@ class StagingBuffer {
   // `proxy` (may be null) registers the buffer for remote writes.
   StagingBuffer(AllocFn alloc, Proxy* proxy) : alloc_(std::move(alloc)), proxy_(proxy) {}
 
-  // At least `bytes` for call `seq`; `done` is the last completed call.
-  char* reserve(uint64_t bytes, uint64_t seq, uint64_t done);
+  // At least `bytes` for the next call.
+  char* reserve(uint64_t bytes);
   const Allocation& allocation() const { return *current_; }
   RemoteRegion remote() const { return mr_ ? mr_->remote() : RemoteRegion{}; }
 
@@ -32,7 +33,6 @@ class StagingBuffer {
   struct Retired {
     std::unique_ptr<Allocation> alloc;  // declared first: destroyed after its registration
     std::unique_ptr<MemoryRegion> mr;
-    uint64_t lastUser;
   };
   std::vector<Retired> retired_;
 };

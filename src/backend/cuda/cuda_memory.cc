@@ -1,5 +1,7 @@
 #include "backend/cuda/cuda_memory.h"
 
+#include <atomic>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -106,6 +108,8 @@ DeviceAllocation::DeviceAllocation(std::shared_ptr<BackendState> state, size_t b
                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     struct stat st;
     RMACC_SYSCHECK(fstat(fd_, &st), "fstat of the exported fd");
+    static std::atomic<uint64_t> nextSerial{1};
+    serial_ = nextSerial.fetch_add(1);
     fdDev_ = (uint64_t)st.st_dev;
     fdIno_ = (uint64_t)st.st_ino;
     // Zeroed like the host backend's memfd pages (signal counters start at 0). On the private
@@ -147,6 +151,7 @@ ExportHandle DeviceAllocation::exportHandle() const {
   h.device = state_->device;
   h.fdDev = fdDev_;
   h.fdIno = fdIno_;
+  h.serial = serial_;
   ExportHandle bytes(sizeof(h));
   memcpy(bytes.data(), &h, sizeof(h));
   return bytes;

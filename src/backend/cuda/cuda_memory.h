@@ -32,6 +32,10 @@ struct CudaWireHandle {
   int32_t reserved;
   uint64_t fdDev;      // st_dev and st_ino of the exported fd: the importer checks that the fd
   uint64_t fdIno;      // number it fetched still names that file
+  // Unique per allocation of this process: fd numbers and the inodes of exported fds are
+  // reused after a free, and peers cache mappings by handle, so without it a new allocation
+  // could be taken for a freed one (seen on an H200: data went to a stale mapping).
+  uint64_t serial;
 };
 
 // A reserved virtual range with one physical allocation mapped into it, read-write for one
@@ -66,6 +70,7 @@ class DeviceAllocation : public Allocation {
   VmmRange range_;
   int fd_ = -1;
   uint64_t fdDev_ = 0, fdIno_ = 0;
+  uint64_t serial_ = 0;
 };
 
 // A peer's DeviceAllocation mapped here for this process's device. The imported handle keeps
