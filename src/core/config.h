@@ -28,7 +28,11 @@ struct Config {
   double timeoutS = 300;                        // RMACC_TIMEOUT_S
   bool dumpPlan = false;                        // RMACC_DUMP_PLAN
   std::string traceFile;                        // RMACC_TRACE_FILE
-  int ceStreams = 4;                            // RMACC_CE_STREAMS (internal copy streams)
+  // RMACC_CE_STREAMS: internal copy streams. One by default: every internal stream also holds
+  // stream-memory waits, and CUDA maps streams onto CUDA_DEVICE_MAX_CONNECTIONS (8) hardware
+  // queues; a wait at the head of a shared queue blocks the copies behind it, which across
+  // ranks can deadlock (seen on an H200 with 4 copy streams under MPS).
+  int ceStreams = 1;
 
   // Reads and validates the environment; throws Error(rmaccInvalidArgument) naming the
   // variable when a value is malformed.
