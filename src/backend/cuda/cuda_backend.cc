@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -218,6 +219,17 @@ void CudaBackend::abort() {
 }  // namespace cuda
 
 std::unique_ptr<Backend> createCudaBackend(double timeoutS) {
+  // Every internal stream holds stream-memory waits; streams that share one of the device's
+  // CUDA_DEVICE_MAX_CONNECTIONS hardware queues can block each other's work for good (seen on
+  // an H200 under MPS with the default). Say so once; the launcher sets 32.
+  static bool warned = false;
+  const char* conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (!warned && (!conn || atoi(conn) < 16)) {
+    warned = true;
+    WARN("CUDA_DEVICE_MAX_CONNECTIONS is %s: set it to 32 before CUDA starts, or rmacc's "
+         "internal streams may share hardware queues and hang",
+         conn ? conn : "unset (8)");
+  }
   return std::make_unique<cuda::CudaBackend>(timeoutS);
 }
 
