@@ -48,8 +48,6 @@ class CollectiveEngine {
   // Errors of completed calls that nobody collected yet (rmaccStreamSynchronize reports them).
   rmaccResult_t takeAnyCallError(std::string* text);
   uint64_t relayBytes() const { return relayAlloc_ ? relayAlloc_->size() : 0; }
-  // Seconds the last call's count exchange took on the progress thread (benchmarks).
-  double lastMetadataSeconds() const { return lastMetaS_; }
 
  private:
   struct Task {
@@ -95,7 +93,6 @@ class CollectiveEngine {
   bool stop_ = false;
   uint64_t nextSeq_ = 0;
   std::map<uint64_t, std::pair<rmaccResult_t, std::string>> callErrors_;
-  double lastMetaS_ = 0;
   std::thread thread_;
 };
 
