@@ -143,6 +143,18 @@ TEST(Alltoallv, HundredConsecutiveCallsWithChangingCounts) {
   }
 }
 
+// RMACC_ENTRY_SYNC=barrier: a barrier instead of per-peer entry signals before every call.
+TEST(Alltoallv, EntryBarrierMode) {
+  runRanks(6, optionsFor({3, 2}, {{"RMACC_ENTRY_SYNC", "barrier"}, {"RMACC_RELAY_BYTES", "8K"}}),
+           [&](const RankContext& ctx) {
+             TestComm comm(ctx);
+             for (int call = 0; call < 10; ++call) {
+               auto counts = makeCounts((Pattern)(call % 5), 6, 500, 900 + call);
+               oneCall(comm, counts, rmaccBfloat16, call % 2, 900 + call, comm.stream());
+             }
+           });
+}
+
 TEST(Alltoallv, AlltoAllUniform) {
   runRanks(6, optionsFor({3, 2}), [&](const RankContext& ctx) {
     TestComm comm(ctx);

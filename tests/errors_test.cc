@@ -120,6 +120,16 @@ TEST(Init, WrongSecretIsRefusedAndOthersTimeOut) {
   });
 }
 
+TEST(Init, UnequalNodeSizesAreRefusedOnEveryRank) {
+  // Two ranks on node0, one on node1: rails need one rank per node each.
+  runRanks(3, netOptions({0, 0, 1}), [](const RankContext& ctx) {
+    rmaccComm_t comm = nullptr;
+    EXPECT_EQ(rmaccCommInitRank(&comm, 3, ctx.id, ctx.rank), rmaccInvalidUsage);
+    EXPECT_NE(std::string(rmaccGetLastError(nullptr)).find("unequal node sizes"), std::string::npos)
+        << rmaccGetLastError(nullptr);
+  });
+}
+
 TEST(Init, RankThatNeverArrivesTimesOut) {
   RunOptions o{{}, 60, 4096, {{"RMACC_TIMEOUT_S", "2"}}};
   runRanks(3, o, [](const RankContext& ctx) {
