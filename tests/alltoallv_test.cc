@@ -143,6 +143,18 @@ TEST(Alltoallv, HundredConsecutiveCallsWithChangingCounts) {
   }
 }
 
+// RMACC_LANES=serial: every op of a call on one stream, in plan order; must not deadlock.
+TEST(Alltoallv, SerialLanes) {
+  runRanks(6, optionsFor({3, 2}, {{"RMACC_LANES", "serial"}, {"RMACC_RELAY_BYTES", "8K"}}),
+           [&](const RankContext& ctx) {
+             TestComm comm(ctx);
+             for (int call = 0; call < 10; ++call) {
+               auto counts = makeCounts((Pattern)(call % 5), 6, 700, 300 + call);
+               oneCall(comm, counts, rmaccFloat32, call % 2, 300 + call, comm.stream());
+             }
+           });
+}
+
 // RMACC_ENTRY_SYNC=barrier: a barrier instead of per-peer entry signals before every call.
 TEST(Alltoallv, EntryBarrierMode) {
   runRanks(6, optionsFor({3, 2}, {{"RMACC_ENTRY_SYNC", "barrier"}, {"RMACC_RELAY_BYTES", "8K"}}),

@@ -147,6 +147,11 @@ Config Config::fromEnvironment() {
   }
   if (const char* v = env("RMACC_DUMP_PLAN")) c.dumpPlan = parseBool("RMACC_DUMP_PLAN", v);
   if (const char* v = env("RMACC_TRACE_FILE")) c.traceFile = v;
+  if (const char* v = env("RMACC_LANES")) {
+    if (!strcasecmp(v, "split")) c.serialLanes = false;
+    else if (!strcasecmp(v, "serial")) c.serialLanes = true;
+    else reject("RMACC_LANES", v, "split or serial");
+  }
   if (const char* v = env("RMACC_CE_STREAMS")) c.ceStreams = (int)parseInt("RMACC_CE_STREAMS", v, 1, 64);
   return c;
 }
@@ -156,7 +161,7 @@ void Config::log() const {
                                 "RMACC_HOSTNAME", "RMACC_NET_PROVIDER", "RMACC_RELAY_BYTES",
                                 "RMACC_RELAY_SLOTS", "RMACC_ENTRY_SYNC", "RMACC_MAX_PUT_BYTES",
                                 "RMACC_TIMEOUT_S", "RMACC_DUMP_PLAN", "RMACC_TRACE_FILE",
-                                "RMACC_CE_STREAMS"};
+                                "RMACC_CE_STREAMS", "RMACC_LANES"};
   for (const char* name : kVars)
     if (const char* v = env(name)) INFO(kSubsysEnv, "%s set by environment to %s", name, v);
   INFO(kSubsysEnv, "relay %zu bytes in %d slots, max put %zu bytes, timeout %.1f s", relayBytes,

@@ -33,6 +33,10 @@ struct Config {
   // queues; a wait at the head of a shared queue blocks the copies behind it, which across
   // ranks can deadlock (seen on an H200 with 4 copy streams under MPS).
   int ceStreams = 1;
+  // RMACC_LANES: `split` runs the plan's four lanes on their own streams (overlap); `serial`
+  // runs every op of a call on one stream in plan order, which the planner keeps deadlock-free
+  // (every signal precedes its wait in the order), for devices with few hardware queues.
+  bool serialLanes = false;
 
   // Reads and validates the environment; throws Error(rmaccInvalidArgument) naming the
   // variable when a value is malformed.

@@ -48,6 +48,7 @@ Event& Executor::nextEvent() {
 }
 
 Stream& Executor::streamFor(const Op& op) {
+  if (comm_.cfg().serialLanes) return *ceStreams_[0];
   switch (op.lane) {
     case Lane::kCePut: {
       // All CE ops towards one peer share a stream: its signal writes must stay in order.
@@ -172,9 +173,9 @@ void Executor::run(const plan::Plan& plan, const CallBuffers& buffers, Event& st
     }
   }
 
-  // Join: the proxy lane's sources must be free before the call counts as done.
-  comm_.rma().waitProxyDone(*proxyPut_);
+  // Join: the sources of proxy puts must be free before the call counts as done.
   for (Stream* s : lanes_) {
+    comm_.rma().waitProxyDone(*s);
     Event& e = nextEvent();
     s->record(e);
     join_->waitEvent(e);
