@@ -11,8 +11,6 @@
 
 namespace rmacc {
 
-namespace {
-
 // What every rank contributes to a call's count exchange. Followed by three arrays of nRanks
 // u64: send bytes by destination, receive bytes by origin, and the offset in this rank's
 // receive target where the block from each origin must land.
@@ -24,6 +22,8 @@ struct MetaHeader {
   RemoteRegion remote;   // the target of blocks written by rail peers of other nodes
   HandleRecord handle;
 };
+
+namespace {
 
 double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -234,6 +234,26 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
   }
 }
 
+// A peer's receive offsets are checked against the memory it exported before this rank copies
+// anything there (DESIGN.md §4): a broken peer must not make this rank write out of bounds.
+// (Offsets into network targets are checked by the proxy against the registered region.)
+void CollectiveEngine::checkPeerTarget(int r, const MetaHeader& h, const uint64_t* offsets,
+                                       const std::vector<uint64_t>& bytes, size_t mapped) const {
+  const Topology& topo = comm_.topo();
+  const int n = comm_.nRanks();
+  for (int o = 0; o < n; ++o) {
+    uint64_t len = bytes[(size_t)o * n + r];
+    bool networkWritten = !topo.sameNode(o, r) && topo.localRankOf(o) == topo.localRankOf(r);
+    if (o == r || len == 0 || networkWritten) continue;
+    if (h.targetBase > mapped || offsets[o] > mapped - h.targetBase ||
+        len > mapped - h.targetBase - offsets[o])
+      RMACC_THROW(rmaccRemoteError,
+                  "rank %d asked for %llu bytes from rank %d at offset %llu of a %zu-byte buffer",
+                  r, (unsigned long long)len, o, (unsigned long long)(h.targetBase + offsets[o]),
+                  mapped);
+  }
+}
+
 void CollectiveEngine::runTask(Task& task) {
   const int n = comm_.nRanks(), me = comm_.rank();
   const Topology& topo = comm_.topo();
@@ -317,8 +337,9 @@ void CollectiveEngine::runTask(Task& task) {
     const uint64_t* offsets = row(r) + 2 * n;
     b.peerRecvOffset[r].assign(offsets, offsets + n);
     if (topo.sameNode(r, me) && header(r)->exportable) {
-      b.peerRecv[r].local =
-          static_cast<char*>(peerMapping(header(r)->handle.handle(), task.seq)->ptr()) + header(r)->targetBase;
+      auto m = peerMapping(header(r)->handle.handle(), task.seq);
+      checkPeerTarget(r, *header(r), offsets, bytes, m->size());
+      b.peerRecv[r].local = static_cast<char*>(m->ptr()) + header(r)->targetBase;
     } else if (!topo.sameNode(r, me)) {
       b.peerRecv[r].remote = header(r)->remote;
     }

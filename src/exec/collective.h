@@ -25,6 +25,7 @@
 namespace rmacc {
 
 class Comm;
+struct MetaHeader;  // one rank's part of a call's count exchange (collective.cc)
 
 struct AlltoallvArgs {
   const void* sendbuff = nullptr;
@@ -59,6 +60,8 @@ class CollectiveEngine {
   void runTask(Task& task);
   struct Targets;
   void chooseTargets(const Task& task, Targets& t);
+  void checkPeerTarget(int r, const MetaHeader& h, const uint64_t* offsets,
+                       const std::vector<uint64_t>& bytes, size_t mapped) const;
   void fail(uint64_t seq, rmaccResult_t code, const std::string& text);
   std::shared_ptr<const plan::Plan> planFor(const std::vector<uint64_t>& bytes);
   // A peer's receive target mapped here, cached by its export handle.
