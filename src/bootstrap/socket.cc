@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -88,8 +89,9 @@ std::string SockAddr::str() const {
 }
 
 bool envBootstrapAddress(SockAddr* out) {
-  const char* v = getenv("RMACC_BOOTSTRAP_ADDR");
-  if (!v || !*v) return false;
+  const std::string& addr = config().bootstrapAddr;
+  if (addr.empty()) return false;
+  const char* v = addr.c_str();
   SockAddr a;
   auto* in = reinterpret_cast<sockaddr_in*>(&a.storage);
   auto* in6 = reinterpret_cast<sockaddr_in6*>(&a.storage);

@@ -117,6 +117,7 @@ Config Config::fromEnvironment() {
     c.hostname = v;
   }
   if (const char* v = env("RMACC_NET_PROVIDER")) c.netProvider = v;
+  if (const char* v = env("RMACC_BOOTSTRAP_ADDR")) c.bootstrapAddr = v;
   if (const char* v = env("RMACC_RELAY_BYTES")) {
     auto b = parseBytes(v);
     if (!b || *b < 4096) reject("RMACC_RELAY_BYTES", v, "a byte size of at least 4096 (e.g. 64M)");
@@ -161,7 +162,7 @@ void Config::log() const {
                                 "RMACC_HOSTNAME", "RMACC_NET_PROVIDER", "RMACC_RELAY_BYTES",
                                 "RMACC_RELAY_SLOTS", "RMACC_ENTRY_SYNC", "RMACC_MAX_PUT_BYTES",
                                 "RMACC_TIMEOUT_S", "RMACC_DUMP_PLAN", "RMACC_TRACE_FILE",
-                                "RMACC_CE_STREAMS", "RMACC_LANES"};
+                                "RMACC_CE_STREAMS", "RMACC_LANES", "RMACC_BOOTSTRAP_ADDR"};
   for (const char* name : kVars)
     if (const char* v = env(name)) INFO(kSubsysEnv, "%s set by environment to %s", name, v);
   INFO(kSubsysEnv, "relay %zu bytes in %d slots, max put %zu bytes, timeout %.1f s", relayBytes,

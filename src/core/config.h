@@ -21,6 +21,8 @@ struct Config {
   BackendKind backend = BackendKind::kAuto;     // RMACC_BACKEND
   std::string hostname;                         // RMACC_HOSTNAME (empty: gethostname)
   std::string netProvider;                      // RMACC_NET_PROVIDER (empty: libfabric's choice)
+  std::string bootstrapAddr;                    // RMACC_BOOTSTRAP_ADDR (empty: first non-loopback
+                                                // IPv4 address; the bootstrap validates it)
   size_t relayBytes = 64ull << 20;              // RMACC_RELAY_BYTES
   int relaySlots = 4;                           // RMACC_RELAY_SLOTS (>= 2)
   EntrySync entrySync = EntrySync::kSignals;    // RMACC_ENTRY_SYNC
