@@ -41,10 +41,13 @@ perf() {  # perf NAME NRANKS NODES ARGS...
     > "$OUT/perf-$name.log" 2>&1
   echo "== $name (exit $?)"; grep -vE "^\[[0-9]+\] \[rmacc\]" "$OUT/perf-$name.log" | grep -E "^\[0\]" | tail -14
 }
-if [ "$ngpu" -ge 2 ]; then local_ranks=$ngpu; else local_ranks=2; fi
+# 1 node (CE path): one rank per GPU, or 2 ranks sharing a single GPU.
+local_ranks=$(( ngpu >= 2 ? ngpu : 2 ))
 perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
 perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1K -e 1G -f 4 -n 20 -w 5
-perf alltoallv-2nodes "$((2 * (ngpu >= 2 ? ngpu / 2 : 1)))" 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
+# 2 emulated nodes x 1 (proxy path only) and 2 x 2 (relay path; 4 ranks share the GPUs).
+perf alltoallv-2x1 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
+CUDA_DEVICE_MAX_CONNECTIONS=16 perf alltoallv-zipf-2x2 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
 timeout 300 python3 bench/nccl_peer.py -b 1K -e "$MAXSIZE" -f 4 > "$OUT/nccl-peer.log" 2>&1
 echo "== nccl/ce peer (exit $?)"; tail -20 "$OUT/nccl-peer.log"
 echo quit | nvidia-cuda-mps-control
