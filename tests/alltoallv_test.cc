@@ -3,6 +3,7 @@
 // rmaccMemAlloc buffers, gapped and permuted displacements, consecutive calls, chunking with a
 // tiny relay, mismatched counts, and calls that never block on late peers.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -223,6 +224,31 @@ TEST(Alltoallv, MismatchedCountsFailEverywhereAndTouchNothing) {
     // The communicator is still usable.
     oneCall(comm, counts, rmaccFloat32, false, 4, comm.stream());
   });
+}
+
+// A rank killed between calls: the survivors' next AlltoAllV fails within RMACC_TIMEOUT_S.
+TEST(Alltoallv, DeadPeerBecomesAnError) {
+  std::vector<int> status = runRanksStatus(4, optionsFor({2, 2}, {{"RMACC_TIMEOUT_S", "5"}}),
+                                           [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    auto counts = makeCounts(Pattern::kRandom, 4, 1000, 8);
+    oneCall(comm, counts, rmaccFloat32, false, 8, comm.stream());
+    if (ctx.rank == 3) raise(SIGKILL);
+    auto t0 = std::chrono::steady_clock::now();
+    Layout l = makeLayout(counts, 4, ctx.rank, 8);
+    std::vector<uint8_t> send(l.sendElems * 4 + 4), recv(l.recvElems * 4 + 4, kPoison);
+    rmaccResult_t r = rmaccAlltoAllv(send.data(), l.sendcounts.data(), l.sdispls.data(), recv.data(),
+                                     l.recvcounts.data(), l.rdispls.data(), rmaccFloat32, comm.get(),
+                                     comm.stream());
+    if (r == rmaccSuccess) r = comm.sync();
+    EXPECT_TRUE(r == rmaccRemoteError || r == rmaccTimeout || r == rmaccNetworkError)
+        << rmaccGetErrorString(r) << ": " << comm.lastError();
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
+    rmaccCommAbort(comm.get());
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+  EXPECT_EQ(status[3], 128 + SIGKILL);
 }
 
 TEST(Alltoallv, CallsReturnWhileAPeerIsLate) {

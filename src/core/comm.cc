@@ -74,6 +74,13 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     fabric_->insertPeers(peers);
     proxy_ = startProxy(*fabric_, *backend_, rank, nRanks, signals_->proxyArray(),
                         cfg_.maxPutBytes, cfg_.timeoutS);
+    // A network failure is fatal for the communicator: release every stream wait and the
+    // control plane now (peers then fail fast too) instead of letting waits run out.
+    proxy_->setErrorHandler([this](rmaccResult_t code, const std::string& text) {
+      setAsyncError(code, "network: " + text);
+      backend_->abort();
+      bootstrap_->abort();
+    });
     landing_ = backend_->allocateNicVisible(64);
     landingMr_ = proxy_->registerMemory(landing_->ptr(), landing_->size());
     signalTargets_.assign(nRanks, RemoteRegion{});
