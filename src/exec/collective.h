@@ -49,6 +49,8 @@ class CollectiveEngine {
   // Errors of completed calls that nobody collected yet (rmaccStreamSynchronize reports them).
   rmaccResult_t takeAnyCallError(std::string* text);
   uint64_t relayBytes() const { return relayAlloc_ ? relayAlloc_->size() : 0; }
+  // End offset of the highest relay byte this rank wrote into a peer's relay (measured).
+  uint64_t relayHighWater() const { return executor_->relayHighWater(); }
 
  private:
   struct Task {

@@ -101,6 +101,7 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
       if (op.bytes == 0) {
         rma.signal(s, op.peer, op.ctx, op.sigIdx, /*waitDone=*/false);
       } else if (op.dst.region == Region::kRelay) {
+        relayHighWater_ = std::max(relayHighWater_, op.dst.offset + op.bytes);
         rma.put(s, src, op.bytes, op.peer, b.peerRelay[op.peer], op.dst.offset, op.ctx,
                 op.sigIdx, /*waitDone=*/false);
       } else {

@@ -39,6 +39,10 @@ class Executor {
   void run(const plan::Plan& plan, const CallBuffers& buffers, Event& start, bool entryBarrier,
            const std::vector<CopyDesc>& finish, volatile uint64_t* doneFlag, uint64_t doneValue,
            uint64_t callSeq);
+  // The highest relay byte this rank has written into any peer's relay buffer (end offset),
+  // over the communicator's life: measured, for the bound RMACC_RELAY_BYTES.
+  uint64_t relayHighWater() const { return relayHighWater_; }
+
   // Completes a call that moves nothing (rejected or mismatched counts), in call order.
   void complete(volatile uint64_t* doneFlag, uint64_t doneValue);
 
@@ -58,6 +62,7 @@ class Executor {
   size_t nextEvent_ = 0;
   std::unique_ptr<Event> joined_;  // the previous call's completion, recorded on join_
   bool anyCall_ = false;
+  uint64_t relayHighWater_ = 0;
   std::unique_ptr<TraceWriter> trace_;
 };
 
