@@ -205,16 +205,29 @@ TEST(HostBackend, TimeoutFailsStreamAndSkipsLaterOps) {
   EXPECT_EQ(after, 0u);
 }
 
+// Stream a waits for a signal nobody writes; stream b waits for a through an event.
+struct BlockedChain {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Stream> a, b;
+  std::unique_ptr<Allocation> sig;
+  std::unique_ptr<Event> event;
+  WaitDesc w;
+  explicit BlockedChain(double timeoutS)
+      : backend(createHostBackend(timeoutS)),
+        a(backend->createStream()),
+        b(backend->createStream()),
+        sig(backend->allocateHostVisible(sizeof(uint64_t))),
+        event(backend->createEvent()),
+        w{u64(sig), 1} {
+    a->waitValues(&w, 1);
+    a->record(*event);
+    b->waitEvent(*event);
+  }
+};
+
 TEST(HostBackend, FailurePropagatesThroughEvent) {
-  auto backend = createHostBackend(0.2);
-  auto a = backend->createStream();
-  auto b = backend->createStream();
-  auto sig = backend->allocateHostVisible(sizeof(uint64_t));
-  auto event = backend->createEvent();
-  WaitDesc w{u64(sig), 1};
-  a->waitValues(&w, 1);
-  a->record(*event);
-  b->waitEvent(*event);
+  BlockedChain chain(0.2);
+  auto& b = chain.b;
   uint64_t y = 0, one = 1;
   CopyDesc c{&y, &one, sizeof(y)};
   b->copy(&c, 1);
@@ -223,15 +236,12 @@ TEST(HostBackend, FailurePropagatesThroughEvent) {
 }
 
 TEST(HostBackend, AbortReleasesBlockedAndFutureWaits) {
-  auto backend = createHostBackend(300);
-  auto a = backend->createStream();
-  auto b = backend->createStream();
-  auto sig = backend->allocateHostVisible(sizeof(uint64_t));
-  auto event = backend->createEvent();
-  WaitDesc w{u64(sig), 1};
-  a->waitValues(&w, 1);
-  a->record(*event);
-  b->waitEvent(*event);
+  BlockedChain chain(300);
+  auto& backend = chain.backend;
+  auto& a = chain.a;
+  auto& b = chain.b;
+  auto& sig = chain.sig;
+  WaitDesc w = chain.w;
   std::thread aborter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     backend->abort();

@@ -68,9 +68,4 @@ WaitDesc SignalSpace::consume(int peer, int ctx, int sigIdx, uint64_t count) {
   return WaitDesc{array + s, expected_[s]};
 }
 
-uint64_t SignalSpace::value(int peer, int ctx, int sigIdx) const {
-  size_t s = slot(peer, ctx, sigIdx);
-  return topo_.sameNode(peer, rank_) ? ce_[s] : proxy_[s];
-}
-
 }  // namespace rmacc

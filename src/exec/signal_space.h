@@ -33,8 +33,6 @@ class SignalSpace {
   void enqueueCeSignal(Stream& stream, int peer, int ctx, int sigIdx);
   // The wait for `count` more signals (ctx, sigIdx) from `peer`; advances the expectation.
   WaitDesc consume(int peer, int ctx, int sigIdx, uint64_t count);
-  // Current value of a counter (tests, debugging).
-  uint64_t value(int peer, int ctx, int sigIdx) const;
 
  private:
   size_t slot(int peer, int ctx, int sigIdx) const { return layout_.index(ctx, sigIdx, peer); }
