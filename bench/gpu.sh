@@ -2,52 +2,88 @@
 # One call on a GPU machine (the device tool's run): build, GPU tests, benchmarks, logs under
 # $OUT. Needs .deps/ carried (libfabric 1.17 and googletest headers, unpacked Debian packages:
 # see bench/README.md). Ranks that share a GPU run under MPS.
+#
+# STEPS picks what runs (default: all of them, in this order):
+#   sanitizer tests perf cost relay proxy peer
+# MAXSIZE caps the alltoall sweep (default 4G).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export FI_PROVIDER=tcp FI_TCP_IFACE=lo RMACC_NET_PROVIDER=tcp CUDA_DEVICE_MAX_CONNECTIONS=32
+STEPS=${STEPS:-sanitizer tests perf cost relay proxy peer}
 MAXSIZE=${MAXSIZE:-4G}
+mkdir -p "$OUT"
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export FI_PROVIDER=tcp FI_TCP_IFACE=lo RMACC_NET_PROVIDER=tcp
+# rmacc's streams hold stream-memory waits and must not share hardware queues (README); 16 per
+# process leaves room for 4 MPS clients on one GPU (4 x 32 ran out of channels).
+export CUDA_DEVICE_MAX_CONNECTIONS=16
 {
   nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -5; git log -1 --format='commit %H'
+  echo "steps: $STEPS"
 } > "$OUT/machine.txt" 2>&1
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRMACC_WITH_CUDA=ON \
   -DRMACC_FABRIC_ROOT="$PWD/.deps" -DGTest_DIR="$PWD/.deps/usr/lib/x86_64-linux-gnu/cmake/GTest" \
   > "$OUT/build.log" 2>&1 && cmake --build build-gpu -j "$(nproc)" >> "$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
-
 export RMACC_LIB=$PWD/build-gpu/librmacc.so
-# compute-sanitizer before MPS (it does not run under MPS): one AlltoAllV across 2 emulated
-# nodes x 1 rank (proxy + bounce) and one inside a node (CE), memcheck.
-for nodes in 1 2; do
-  timeout 200 tools/rmacc-run -n 2 --nodes $nodes --timeout 190 -- compute-sanitizer --tool memcheck \
-    --error-exitcode 9 build-gpu/tools/rmacc-perf alltoallv -b 1M -e 1M -n 2 -w 1 \
-    > "$OUT/sanitizer-$nodes.log" 2>&1
-  echo "compute-sanitizer memcheck, $nodes node(s): exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-$nodes.log" | head -2
-done
-
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
-mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
-nvidia-cuda-mps-control -d && echo "MPS started" >> "$OUT/machine.txt"
 ngpu=$(nvidia-smi -L | grep -c GPU)
+local_ranks=$(( ngpu >= 2 ? ngpu : 2 ))  # 1 node: one rank per GPU, or 2 sharing one GPU
 
-(cd build-gpu && timeout 400 ctest -R "Cuda|Gpu" --output-on-failure --timeout 300) > "$OUT/gpu-tests.log" 2>&1
-echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|Failed|Passed" "$OUT/gpu-tests.log" | tail -12
-
-perf() {  # perf NAME NRANKS NODES ARGS...
+perf() {  # perf NAME NRANKS NODES ARGS...: rmacc-perf through rmacc-run, rank 0's table shown
   local name=$1 n=$2 nodes=$3; shift 3
   timeout 240 tools/rmacc-run -n "$n" --nodes "$nodes" --timeout 230 -- build-gpu/tools/rmacc-perf "$@" \
     > "$OUT/perf-$name.log" 2>&1
   echo "== $name (exit $?)"; grep -vE "^\[[0-9]+\] \[rmacc\]" "$OUT/perf-$name.log" | grep -E "^\[0\]" | tail -14
 }
-# 1 node (CE path): one rank per GPU, or 2 ranks sharing a single GPU.
-local_ranks=$(( ngpu >= 2 ? ngpu : 2 ))
-perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
-perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1K -e 1G -f 4 -n 20 -w 5
-# 2 emulated nodes x 1 (proxy path only) and 2 x 2 (relay path; 4 ranks share the GPUs).
-perf alltoallv-2x1 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
-CUDA_DEVICE_MAX_CONNECTIONS=16 perf alltoallv-zipf-2x2 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
-timeout 300 python3 bench/nccl_peer.py -b 1K -e "$MAXSIZE" -f 4 > "$OUT/nccl-peer.log" 2>&1
-echo "== nccl/ce peer (exit $?)"; tail -20 "$OUT/nccl-peer.log"
+
+# compute-sanitizer before MPS (it does not run under MPS): one AlltoAllV across 2 emulated
+# nodes x 1 rank (proxy + bounce) and one inside a node (CE), memcheck.
+if has sanitizer; then
+  for nodes in 1 2; do
+    timeout 200 tools/rmacc-run -n 2 --nodes $nodes --timeout 190 -- compute-sanitizer --tool memcheck \
+      --error-exitcode 9 build-gpu/tools/rmacc-perf alltoallv -b 1M -e 1M -n 2 -w 1 \
+      > "$OUT/sanitizer-$nodes.log" 2>&1
+    echo "compute-sanitizer memcheck, $nodes node(s): exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-$nodes.log" | head -2
+  done
+fi
+
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+nvidia-cuda-mps-control -d && echo "MPS started" >> "$OUT/machine.txt"
+
+if has tests; then
+  (cd build-gpu && timeout 500 ctest -R "Cuda|Gpu" --output-on-failure --timeout 400) > "$OUT/gpu-tests.log" 2>&1
+  echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|Failed|Passed" "$OUT/gpu-tests.log" | tail -12
+fi
+
+if has perf; then
+  perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
+  RMACC_LANES=serial perf alltoall-1node-serial "$local_ranks" 1 alltoall -b 1K -e 64M -f 8 -n 20 -w 5
+  perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1K -e 1G -f 4 -n 20 -w 5
+fi
+
+if has cost; then  # where a small call's host time goes: queued, count exchange, plan+enqueue
+  for shape in "$local_ranks 1" "4 2"; do
+    set -- $shape
+    RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=COLL timeout 120 tools/rmacc-run -n $1 --nodes $2 --timeout 110 -- \
+      build-gpu/tools/rmacc-perf alltoallv -b 1K -e 1K -n 200 -w 10 > "$OUT/cost-$1x$2.log" 2>&1
+    echo "== call cost, $1 ranks on $2 node(s): $(python3 bench/call_cost.py "$OUT/cost-$1x$2.log" 2>&1)"
+    grep -E "^\[0\].*1024 " "$OUT/cost-$1x$2.log" | grep -v rmacc | tail -1
+  done
+fi
+
+# 2 emulated nodes x 2 ranks: the relay path, 4 ranks sharing the GPUs.
+if has relay; then
+  perf alltoallv-zipf-2x2 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
+  perf alltoallv-random-2x2 4 2 alltoallv --pattern random -b 1K -e 256M -f 16 -n 10 -w 3
+fi
+if has proxy; then  # 2 emulated nodes x 1 (proxy path only)
+  perf alltoallv-2x1 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
+fi
 echo quit | nvidia-cuda-mps-control
+
+if has peer; then  # NCCL (needs one GPU per rank) and the copy-engine ceiling, without MPS
+  timeout 300 python3 bench/nccl_peer.py -b 1K -e "$MAXSIZE" -f 4 > "$OUT/nccl-peer.log" 2>&1
+  echo "== nccl/ce peer (exit $?)"; tail -24 "$OUT/nccl-peer.log"
+fi

@@ -25,5 +25,4 @@ for pattern in uniform random zipf; do
 done
 RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=COLL $RUN -n 4 --nodes 2 -- "$B/tools/rmacc-perf" alltoallv -b 1K -e 1K -n 200 -w 10 \
   > "$OUT/metadata-2x2.log" 2>&1
-grep -ho "count exchange [0-9.]* us" "$OUT/metadata-2x2.log" | awk '{s+=$3; n++} END {if (n) printf "count exchange: %.1f us mean over %d rank-calls\n", s/n, n}' \
-  | tee "$OUT/metadata-summary.txt"
+python3 bench/call_cost.py "$OUT/metadata-2x2.log" | tee "$OUT/metadata-summary.txt"

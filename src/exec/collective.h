@@ -57,6 +57,7 @@ class CollectiveEngine {
     uint64_t seq;
     AlltoallvArgs args;
     std::unique_ptr<Event> start;
+    double queuedAt = 0;  // seconds (steady clock) when the call was enqueued
   };
   void progressLoop();
   void runTask(Task& task);

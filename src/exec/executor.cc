@@ -18,15 +18,20 @@ using plan::Region;
 
 Executor::Executor(Comm& comm) : comm_(comm) {
   Backend& be = comm.backend();
-  for (int i = 0; i < comm.cfg().ceStreams; ++i) ceStreams_.push_back(be.createStream());
-  ceWait_ = be.createStream();
-  proxyPut_ = be.createStream();
-  proxyWait_ = be.createStream();
-  join_ = be.createStream();
+  // Serial lanes use one stream: every stream created takes one of the device's hardware
+  // queues, and queues shared between streams order (and can block) each other's work.
+  const bool serial = comm.cfg().serialLanes;
+  for (int i = 0; i < (serial ? 1 : comm.cfg().ceStreams); ++i) ceStreams_.push_back(be.createStream());
   for (auto& s : ceStreams_) lanes_.push_back(s.get());
-  lanes_.push_back(ceWait_.get());
-  lanes_.push_back(proxyPut_.get());
-  lanes_.push_back(proxyWait_.get());
+  if (!serial) {
+    ceWait_ = be.createStream();
+    proxyPut_ = be.createStream();
+    proxyWait_ = be.createStream();
+    lanes_.push_back(ceWait_.get());
+    lanes_.push_back(proxyPut_.get());
+    lanes_.push_back(proxyWait_.get());
+  }
+  join_ = be.createStream();
   joined_ = be.createEvent();
   if (!comm.cfg().traceFile.empty())
     trace_ = std::make_unique<TraceWriter>(comm.cfg().traceFile, comm.rank());
