@@ -156,6 +156,23 @@ TEST(Alltoallv, SerialLanes) {
            });
 }
 
+// Every proxy put staged through a small bounce ring (the path of GPU sources without a
+// GPU-direct provider): the ring wraps many times a call while earlier puts are still on the
+// wire, and no region may be rewritten before the put reading it is done (a GPU run once
+// caught exactly that).
+TEST(Alltoallv, BouncedSourcesWrapTheRing) {
+  runRanks(4, optionsFor({2, 2}, {{"RMACC_NET_BOUNCE", "always"}, {"RMACC_NET_BOUNCE_BYTES", "64K"},
+                                  {"RMACC_RELAY_BYTES", "256K"}}),
+           [&](const RankContext& ctx) {
+             TestComm comm(ctx);
+             for (int call = 0; call < 12; ++call) {
+               Pattern p = call % 2 ? Pattern::kZipf : Pattern::kRandom;
+               auto counts = makeCounts(p, 4, call % 3 == 2 ? 1000000 : 100000, 500 + call);
+               oneCall(comm, counts, rmaccFloat32, call % 2, 500 + call, comm.stream());
+             }
+           });
+}
+
 // RMACC_ENTRY_SYNC=barrier: a barrier instead of per-peer entry signals before every call.
 TEST(Alltoallv, EntryBarrierMode) {
   runRanks(6, optionsFor({3, 2}, {{"RMACC_ENTRY_SYNC", "barrier"}, {"RMACC_RELAY_BYTES", "8K"}}),

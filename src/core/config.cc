@@ -153,6 +153,16 @@ Config Config::fromEnvironment() {
     else if (!strcasecmp(v, "serial")) c.serialLanes = true;
     else reject("RMACC_LANES", v, "split or serial");
   }
+  if (const char* v = env("RMACC_NET_BOUNCE")) {
+    if (!strcasecmp(v, "auto")) c.bounceAlways = false;
+    else if (!strcasecmp(v, "always")) c.bounceAlways = true;
+    else reject("RMACC_NET_BOUNCE", v, "auto or always");
+  }
+  if (const char* v = env("RMACC_NET_BOUNCE_BYTES")) {
+    auto b = parseBytes(v);
+    if (!b || *b == 0) reject("RMACC_NET_BOUNCE_BYTES", v, "a positive byte size");
+    c.bounceBytes = *b;
+  }
   if (const char* v = env("RMACC_CE_STREAMS")) c.ceStreams = (int)parseInt("RMACC_CE_STREAMS", v, 1, 64);
   return c;
 }
@@ -162,7 +172,8 @@ void Config::log() const {
                                 "RMACC_HOSTNAME", "RMACC_NET_PROVIDER", "RMACC_RELAY_BYTES",
                                 "RMACC_RELAY_SLOTS", "RMACC_ENTRY_SYNC", "RMACC_MAX_PUT_BYTES",
                                 "RMACC_TIMEOUT_S", "RMACC_DUMP_PLAN", "RMACC_TRACE_FILE",
-                                "RMACC_CE_STREAMS", "RMACC_LANES", "RMACC_BOOTSTRAP_ADDR"};
+                                "RMACC_CE_STREAMS", "RMACC_LANES", "RMACC_BOOTSTRAP_ADDR",
+                                "RMACC_NET_BOUNCE", "RMACC_NET_BOUNCE_BYTES"};
   for (const char* name : kVars)
     if (const char* v = env(name)) INFO(kSubsysEnv, "%s set by environment to %s", name, v);
   INFO(kSubsysEnv, "relay %zu bytes in %d slots, max put %zu bytes, timeout %.1f s", relayBytes,

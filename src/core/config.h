@@ -39,6 +39,11 @@ struct Config {
   // runs every op of a call on one stream in plan order, which the planner keeps deadlock-free
   // (every signal precedes its wait in the order), for devices with few hardware queues.
   bool serialLanes = false;
+  // RMACC_NET_BOUNCE: `auto` stages a proxy put's source in pinned bounce memory only when the
+  // network cannot read it (device memory, no GPU-direct provider); `always` stages every
+  // source, so machines without GPUs exercise that path too.
+  bool bounceAlways = false;
+  size_t bounceBytes = 64ull << 20;             // RMACC_NET_BOUNCE_BYTES: smallest bounce ring
 
   // Reads and validates the environment; throws Error(rmaccInvalidArgument) naming the
   // variable when a value is malformed.

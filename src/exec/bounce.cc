@@ -2,46 +2,55 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "core/log.h"
 
 namespace rmacc {
 
+RingSpace::Region RingSpace::reserve(uint64_t bytes, uint64_t finished) {
+  RMACC_ENFORCE(bytes <= capacity_, "ring region of %llu bytes in a ring of %llu",
+                (unsigned long long)bytes, (unsigned long long)capacity_);
+  if (head_ + bytes > capacity_) head_ = 0;  // wrap
+  // Every earlier region that [head_, head_ + bytes) overlaps must be done being read. Any
+  // of them may still be in flight, wherever it lies: a region behind head_ is reused only
+  // after a wrap, so it is forgotten only once its put is done (an earlier version dropped
+  // regions behind head_ early, and a wrap then overwrote bytes a slow put still read).
+  uint64_t waitSeq = 0;
+  auto keep = inFlight_.begin();
+  for (const Segment& s : inFlight_) {
+    bool overlaps = s.offset < head_ + bytes && head_ < s.offset + s.bytes;
+    if (overlaps) waitSeq = std::max(waitSeq, s.seq);
+    if (!overlaps && s.seq > finished) *keep++ = s;
+  }
+  inFlight_.erase(keep, inFlight_.end());
+  pending_ = Segment{head_, bytes, 0};
+  Region r{head_, waitSeq > finished ? waitSeq : 0};
+  head_ += bytes;
+  return r;
+}
+
+void RingSpace::used(uint64_t seq) {
+  pending_.seq = seq;
+  inFlight_.push_back(pending_);
+}
+
 char* BounceRing::reserve(Stream& stream, size_t bytes, volatile uint64_t* done) {
-  uint64_t finished = *done;
-  if (!buffer_ || buffer_->size() < bytes) {
+  if (!space_ || space_->capacity() < bytes) {
     // Grow. The old ring is kept until the communicator goes: puts in flight may read it,
     // and freeing pinned memory synchronises the device, which may wait for this thread.
     if (buffer_) retired_.push_back({std::move(buffer_), std::move(mr_)});
-    size_t size = std::max<size_t>(64ull << 20, 2 * bytes);
+    size_t size = std::max<size_t>(minBytes_, 2 * bytes);
     buffer_ = backend_.allocateHostVisible(size);
     mr_ = proxy_.registerMemory(buffer_->ptr(), size);
-    inFlight_.clear();
-    head_ = 0;
+    space_ = std::make_unique<RingSpace>(size);
     INFO(kSubsysProxy, "bounce ring of %zu bytes", size);
   }
-  if (head_ + bytes > buffer_->size()) head_ = 0;  // wrap
-  // The puts that read [head_, head_ + bytes) must be done before the copy overwrites it.
-  uint64_t waitFor = 0;
-  while (!inFlight_.empty()) {
-    const Segment& s = inFlight_.front();
-    bool overlaps = s.offset < head_ + bytes && head_ < s.offset + s.bytes;
-    if (!overlaps && s.offset >= head_ + bytes) break;
-    if (overlaps) waitFor = std::max(waitFor, s.seq);
-    inFlight_.pop_front();
-  }
-  if (waitFor > finished) {
-    WaitDesc w{done, waitFor};
+  RingSpace::Region r = space_->reserve(bytes, *done);
+  if (r.waitSeq) {
+    WaitDesc w{done, r.waitSeq};
     stream.waitValues(&w, 1);
   }
-  pending_ = Segment{head_, bytes, 0};
-  char* p = static_cast<char*>(buffer_->ptr()) + head_;
-  head_ += bytes;
-  return p;
-}
-
-void BounceRing::used(uint64_t seq) {
-  pending_.seq = seq;
-  inFlight_.push_back(pending_);
+  return static_cast<char*>(buffer_->ptr()) + r.offset;
 }
 
 }  // namespace rmacc

@@ -19,12 +19,12 @@ void RmaEngine::proxyPut(Stream& stream, const ProxyPut& putIn, bool waitDone) {
   ProxyQueue& q = queueFor(stream);
   ProxyPut put = putIn;
   BounceRing* bounce = nullptr;
-  if (put.bytes > 0 && !comm_.backend().nicAccessible(put.src)) {
+  if (put.bytes > 0 && (comm_.cfg().bounceAlways || !comm_.backend().nicAccessible(put.src))) {
     // Device memory the network cannot read: the stream stages it in pinned memory first.
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto& ring = bounces_[&stream];
-      if (!ring) ring = std::make_unique<BounceRing>(comm_.backend(), *comm_.proxy());
+      if (!ring) ring = std::make_unique<BounceRing>(comm_.backend(), *comm_.proxy(), comm_.cfg().bounceBytes);
       bounce = ring.get();
     }
     char* staged = bounce->reserve(stream, put.bytes, q.done());

@@ -1,6 +1,7 @@
 #include "check.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -69,8 +70,16 @@ uint64_t verifyRecv(const void* host, const Layout& l, int me, size_t elemSize, 
   for (size_t src : order) {
     if (l.recvCounts[src] == 0) continue;
     wrong += countWrongGap(host, pos, l.rdispls[src], elemSize);
-    for (size_t k = 0; k < l.recvCounts[src]; ++k)
-      wrong += load(host, l.rdispls[src] + k, elemSize) != expectedValue(static_cast<int>(src), me, k, elemSize, salt);
+    uint64_t bad = 0, first = 0;
+    for (size_t k = 0; k < l.recvCounts[src]; ++k) {
+      if (load(host, l.rdispls[src] + k, elemSize) == expectedValue(static_cast<int>(src), me, k, elemSize, salt)) continue;
+      if (bad++ == 0) first = k;
+    }
+    // Which block went wrong, and from where: the first thing a failure report needs.
+    if (bad)
+      fprintf(stderr, "rank %d: block from rank %zu: %llu of %zu elements wrong, first at element %llu\n",
+              me, src, (unsigned long long)bad, l.recvCounts[src], (unsigned long long)first);
+    wrong += bad;
     pos = l.rdispls[src] + l.recvCounts[src];
   }
   return wrong + countWrongGap(host, pos, l.recvElems, elemSize);
