@@ -159,20 +159,33 @@ TEST(SignalTallyTest, InterleavedPutsAndSlotsStayApart) {
 }
 
 TEST(ProxyBackoffTest, SpinsThenYieldsThenSleepsWithCaps) {
+  using W = ProxyBackoff::Waiting;
   ProxyBackoff b;
   double t = 1000;
   b.active(t);
   for (int i = 0; i < ProxyBackoff::kSpinRounds + ProxyBackoff::kYieldRounds; ++i)
-    EXPECT_EQ(b.idle(t, false), 0);
-  EXPECT_DOUBLE_EQ(b.idle(t, false), 1e-6);
-  EXPECT_DOUBLE_EQ(b.idle(t, false), 2e-6);
+    EXPECT_EQ(b.idle(t, W::kNothing), 0);
+  EXPECT_DOUBLE_EQ(b.idle(t, W::kNothing), 1e-6);
+  EXPECT_DOUBLE_EQ(b.idle(t, W::kNothing), 2e-6);
   double s = 0;
-  for (int i = 0; i < 40; ++i) s = b.idle(t, false);
+  for (int i = 0; i < 40; ++i) s = b.idle(t, W::kNothing);
   EXPECT_DOUBLE_EQ(s, ProxyBackoff::kRecentCapS);
-  EXPECT_DOUBLE_EQ(b.idle(t, true), ProxyBackoff::kInFlightCapS);
-  EXPECT_DOUBLE_EQ(b.idle(t + 1, false), ProxyBackoff::kIdleCapS);
+  EXPECT_DOUBLE_EQ(b.idle(t, W::kWrites), ProxyBackoff::kInFlightCapS);
+  EXPECT_DOUBLE_EQ(b.idle(t, W::kRelease), ProxyBackoff::kInFlightCapS);
+  EXPECT_DOUBLE_EQ(b.idle(t + 1, W::kNothing), ProxyBackoff::kIdleCapS);
   b.active(t + 1);
-  EXPECT_EQ(b.idle(t + 1, false), 0);
+  EXPECT_EQ(b.idle(t + 1, W::kNothing), 0);
+}
+
+TEST(ProxyBackoffTest, EagerPollsWhileSomethingIsPending) {
+  using W = ProxyBackoff::Waiting;
+  ProxyBackoff b(/*eager=*/true);
+  double t = 1000;
+  b.active(t);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(b.idle(t, i % 2 ? W::kRelease : W::kWrites), 0);
+  double s = 0;
+  for (int i = 0; i < 40; ++i) s = b.idle(t, W::kNothing);
+  EXPECT_DOUBLE_EQ(s, ProxyBackoff::kRecentCapS);  // nothing pending: sleeps like the default
 }
 
 // ------------------------------------------------------------------------- fabric tier

@@ -1,5 +1,6 @@
 #include "core/comm.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -73,7 +74,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     for (int r = 0; r < nRanks; ++r) peers[r].assign(addrs[r].bytes, addrs[r].bytes + addrs[r].size);
     fabric_->insertPeers(peers);
     proxy_ = startProxy(*fabric_, *backend_, rank, nRanks, signals_->proxyArray(),
-                        cfg_.maxPutBytes, cfg_.timeoutS);
+                        cfg_.maxPutBytes, cfg_.timeoutS, eagerProxyPoll());
     // A network failure is fatal for the communicator: release every stream wait and the
     // control plane now (peers then fail fast too) instead of letting waits run out.
     proxy_->setErrorHandler([this](rmaccResult_t code, const std::string& text) {
@@ -144,6 +145,16 @@ Stream& Comm::streamOf(rmaccStream_t handle) {
   RMACC_ARG_CHECK(s != nullptr, "stream %p is not a stream of this communicator's %s backend", handle,
                   backend_->name());
   return *s;
+}
+
+bool Comm::eagerProxyPoll() const {
+  if (cfg_.proxyPoll != Config::ProxyPoll::kAuto) return cfg_.proxyPoll == Config::ProxyPoll::kEager;
+  cpu_set_t set;
+  int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  bool eager = cores >= 4 * topo_.localSize();
+  INFO(kSubsysInit, "proxy polls %s: %d cores for %d ranks on this node", eager ? "eagerly" : "with back-off",
+       cores, topo_.localSize());
+  return eager;
 }
 
 bool Comm::synchronousStream(rmaccStream_t handle) const {

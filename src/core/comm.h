@@ -68,6 +68,7 @@ class Comm {
   void abort();
 
  private:
+  bool eagerProxyPoll() const;  // RMACC_PROXY_POLL, `auto` resolved from the cores we may use
   Comm() = default;
   void init(int nRanks, const rmaccUniqueId& id, int rank);
 

@@ -153,6 +153,12 @@ Config Config::fromEnvironment() {
     else if (!strcasecmp(v, "serial")) c.serialLanes = true;
     else reject("RMACC_LANES", v, "split or serial");
   }
+  if (const char* v = env("RMACC_PROXY_POLL")) {
+    if (!strcasecmp(v, "auto")) c.proxyPoll = Config::ProxyPoll::kAuto;
+    else if (!strcasecmp(v, "eager")) c.proxyPoll = Config::ProxyPoll::kEager;
+    else if (!strcasecmp(v, "sleep")) c.proxyPoll = Config::ProxyPoll::kSleep;
+    else reject("RMACC_PROXY_POLL", v, "auto, eager or sleep");
+  }
   if (const char* v = env("RMACC_NET_BOUNCE")) {
     if (!strcasecmp(v, "auto")) c.bounceAlways = false;
     else if (!strcasecmp(v, "always")) c.bounceAlways = true;
@@ -173,7 +179,7 @@ void Config::log() const {
                                 "RMACC_RELAY_SLOTS", "RMACC_ENTRY_SYNC", "RMACC_MAX_PUT_BYTES",
                                 "RMACC_TIMEOUT_S", "RMACC_DUMP_PLAN", "RMACC_TRACE_FILE",
                                 "RMACC_CE_STREAMS", "RMACC_LANES", "RMACC_BOOTSTRAP_ADDR",
-                                "RMACC_NET_BOUNCE", "RMACC_NET_BOUNCE_BYTES"};
+                                "RMACC_NET_BOUNCE", "RMACC_NET_BOUNCE_BYTES", "RMACC_PROXY_POLL"};
   for (const char* name : kVars)
     if (const char* v = env(name)) INFO(kSubsysEnv, "%s set by environment to %s", name, v);
   INFO(kSubsysEnv, "relay %zu bytes in %d slots, max put %zu bytes, timeout %.1f s", relayBytes,

@@ -43,6 +43,10 @@ struct Config {
   // network cannot read it (device memory, no GPU-direct provider); `always` stages every
   // source, so machines without GPUs exercise that path too.
   bool bounceAlways = false;
+  // RMACC_PROXY_POLL: `eager` polls without sleeping while puts are pending (lowest hop
+  // latency, one core per proxy while a call runs), `sleep` backs off (oversubscribed CPUs),
+  // `auto` is eager when the process may use at least 4 cores per rank of its node.
+  enum class ProxyPoll { kAuto, kEager, kSleep } proxyPoll = ProxyPoll::kAuto;
   size_t bounceBytes = 64ull << 20;             // RMACC_NET_BOUNCE_BYTES: smallest bounce ring
 
   // Reads and validates the environment; throws Error(rmaccInvalidArgument) naming the

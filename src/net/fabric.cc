@@ -143,10 +143,22 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   FI_CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   FI_CHECK(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
 
+  // A CQ with a file-descriptor wait object lets the idle proxy sleep in the kernel and wake
+  // the moment a write arrives (a timed sleep would add its length to every hop); progress
+  // stays manual. Providers without one get a plain CQ and the proxy's timed back-off.
   fi_cq_attr cqAttr{};
   cqAttr.format = FI_CQ_FORMAT_DATA;
-  cqAttr.wait_obj = FI_WAIT_NONE;  // we poll (manual progress); no wait object to maintain
-  FI_CHECK(fi_cq_open(domain_, &cqAttr, &cq_, nullptr), "fi_cq_open");
+  cqAttr.wait_obj = FI_WAIT_FD;
+  if (fi_cq_open(domain_, &cqAttr, &cq_, nullptr) == 0) {
+    int fd = -1;
+    if (fi_control(&cq_->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) waitFd_ = fd;
+  } else {
+    cq_ = nullptr;
+  }
+  if (!cq_) {
+    cqAttr.wait_obj = FI_WAIT_NONE;
+    FI_CHECK(fi_cq_open(domain_, &cqAttr, &cq_, nullptr), "fi_cq_open");
+  }
 
   fi_av_attr avAttr{};
   avAttr.type = FI_AV_TABLE;
@@ -162,10 +174,10 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   std::string progress = fi_tostr(&info_->domain_attr->data_progress, FI_TYPE_PROGRESS);
   INFO(kSubsysNet,
        "libfabric %s: fabric %s domain %s mr_mode 0x%llx max_msg %zu cq_data %zu "
-       "threading %s data progress %s ordered writes %d",
+       "threading %s data progress %s ordered writes %d wait fd %d",
        info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name,
        (unsigned long long)info_->domain_attr->mr_mode, info_->ep_attr->max_msg_size,
-       info_->domain_attr->cq_data_size, threading.c_str(), progress.c_str(), (int)ordered_);
+       info_->domain_attr->cq_data_size, threading.c_str(), progress.c_str(), (int)ordered_, waitFd_);
 }
 
 void Fabric::closeAll() {
@@ -264,6 +276,13 @@ bool Fabric::write(int peer, const void* src, size_t bytes, void* localDesc, uin
   if (rc == -FI_EAGAIN) return false;
   RMACC_THROW(isRemoteErrno((int)-rc) ? rmaccRemoteError : rmaccNetworkError,
               "fi_writedata of %zu bytes to rank %d: %s", bytes, peer, fi_strerror((int)-rc));
+}
+
+bool Fabric::readyToBlock() {
+  if (waitFd_ < 0) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  fid* fids[1] = {&cq_->fid};
+  return fi_trywait(fabric_, fids, 1) == FI_SUCCESS;
 }
 
 size_t Fabric::poll(Completion* out, size_t max) {

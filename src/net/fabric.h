@@ -107,6 +107,13 @@ class Fabric {
   // Reads up to `max` completions (progressing the provider). Throws rmaccNetworkError or
   // rmaccRemoteError for an error completion, naming the peer when known.
   size_t poll(Completion* out, size_t max);
+  // The completion queue's wait object, for an idle proxy to block on instead of sleeping
+  // blind: a file descriptor that turns readable when the provider has something to
+  // progress (an incoming write, a completion), or -1 where the provider offers none.
+  int waitFd() const { return waitFd_; }
+  // fi_trywait: true when nothing is pending and blocking on waitFd() is safe now; false
+  // means poll() first (the provider may have work that the fd would not signal).
+  bool readyToBlock();
 
  private:
   fi_info* info_ = nullptr;
@@ -120,6 +127,7 @@ class Fabric {
   bool ordered_ = false;
   bool localReg_ = false;
   void* lastErrorContext_ = nullptr;
+  int waitFd_ = -1;
   mutable std::mutex mutex_;  // see "Threading" above
 
   void open(const std::string& provider, const FabricOptions& options);

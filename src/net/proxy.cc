@@ -7,13 +7,17 @@
 // thread was joined.
 #include "net/proxy.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -84,6 +88,7 @@ class Queue final : public ProxyQueue {
   std::mutex mutex_;  // guards posted_ and lastSeq_ (host thread vs proxy thread)
   std::deque<std::pair<uint64_t, ProxyPut>> posted_;
   uint64_t lastSeq_ = 0;
+  std::atomic<uint64_t> lastPosted_{0};  // lastSeq_, readable by the proxy without the mutex
 
   // Proxy thread only.
   std::deque<std::unique_ptr<InFlight>> active_;  // released puts in seq order, until done
@@ -95,12 +100,14 @@ class Queue final : public ProxyQueue {
 class ProxyImpl final : public Proxy {
  public:
   ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks, volatile uint64_t* signals,
-            size_t maxPutBytes, double timeoutS)
+            size_t maxPutBytes, double timeoutS, bool eagerPoll)
       : fabric_(fabric), backend_(backend), rank_(rank), nRanks_(nRanks), signals_(signals),
-        layout_{nRanks}, timeoutS_(timeoutS), ordered_(fabric.orderedWrites()),
+        layout_{nRanks}, timeoutS_(timeoutS), eagerPoll_(eagerPoll), ordered_(fabric.orderedWrites()),
         localReg_(fabric.needsLocalRegistration()) {
     pieceMax_ = std::min(maxPutBytes, fabric.maxMessageBytes());
     RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
+    kickFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (kickFd_ < 0) RMACC_THROW(rmaccSystemError, "eventfd: %s", strerror(errno));
     thread_ = std::thread([this] { run(); });
   }
   ~ProxyImpl() override;
@@ -146,6 +153,7 @@ class ProxyImpl final : public Proxy {
   volatile uint64_t* const signals_;
   const SignalLayout layout_;
   const double timeoutS_;
+  const bool eagerPoll_;
   const bool ordered_;
   const bool localReg_;
   size_t pieceMax_ = 0;
@@ -164,17 +172,17 @@ class ProxyImpl final : public Proxy {
   std::string errorText_;
   std::function<void(rmaccResult_t, const std::string&)> errorHandler_;
 
-  // Sleep and stop.
+  // Sleep and stop. kick() writes the eventfd; the sleeping proxy polls it beside the CQ's
+  // wait object, so a post, an abort or an incoming write all end a sleep at once.
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
-  std::mutex sleepMutex_;
-  std::condition_variable sleepCv_;
-  bool kicked_ = false;  // under sleepMutex_
+  int kickFd_ = -1;
 
   // Proxy thread only.
   std::vector<Queue*> mine_;
   SignalTally tally_;
   size_t outstanding_ = 0;  // pieces posted, not completed
+  bool awaitingRelease_ = false;  // a posted put waits for its stream to release it
   uint64_t eagains_ = 0;
   uint64_t piecesIssued_ = 0;
 
@@ -190,6 +198,7 @@ uint64_t Queue::post(const ProxyPut& put) {
     std::lock_guard<std::mutex> lock(mutex_);
     seq = ++lastSeq_;
     posted_.emplace_back(seq, put);
+    lastPosted_.store(seq, std::memory_order_release);
   }
   proxy_.kick();
   return seq;
@@ -222,11 +231,9 @@ void ProxyImpl::validate(const ProxyPut& put) const {
 }
 
 void ProxyImpl::kick() {
-  {
-    std::lock_guard<std::mutex> lock(sleepMutex_);
-    kicked_ = true;
-  }
-  sleepCv_.notify_one();
+  uint64_t one = 1;
+  ssize_t rc = write(kickFd_, &one, sizeof(one));
+  (void)rc;  // EAGAIN: the counter is already non-zero, the proxy will wake anyway
 }
 
 ProxyQueue* ProxyImpl::createQueue() {
@@ -284,7 +291,7 @@ void ProxyImpl::run() {
   pthread_setname_np(pthread_self(), "rmacc-proxy");
   // Timer slack 1 µs (default 50 µs), or the short back-off sleeps would all be 50 µs.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  ProxyBackoff backoff;
+  ProxyBackoff backoff(eagerPoll_);
   while (!stop_.load(std::memory_order_acquire)) {
     bool busy = false;
     try {
@@ -299,21 +306,29 @@ void ProxyImpl::run() {
       backoff.active(now);
       continue;
     }
-    double s = backoff.idle(now, outstanding_ > 0);
-    // A post() woke us: its ready store is probably close, so poll eagerly again.
+    ProxyBackoff::Waiting waiting = awaitingRelease_  ? ProxyBackoff::kRelease
+                                    : outstanding_ > 0 ? ProxyBackoff::kWrites
+                                                       : ProxyBackoff::kNothing;
+    double s = backoff.idle(now, waiting);
+    // Woken by a post (its ready store is probably close) or by the network: poll eagerly.
     if (s > 0 && sleepFor(s)) backoff.active(nowS());
   }
   INFO(kSubsysProxy, "proxy of rank %d stops: %llu pieces issued, %llu -FI_EAGAIN retries", rank_,
        (unsigned long long)piecesIssued_, (unsigned long long)eagains_);
 }
 
-// Sleeps up to `seconds`; returns true when kick() cut the sleep short.
+// Sleeps up to `seconds`; returns true when kick() or the network cut the sleep short.
 bool ProxyImpl::sleepFor(double seconds) {
-  std::unique_lock<std::mutex> lock(sleepMutex_);
-  bool kicked = sleepCv_.wait_for(lock, std::chrono::duration<double>(seconds),
-                                  [this] { return kicked_ || stop_.load(); });
-  kicked_ = false;
-  return kicked;
+  pollfd fds[2] = {{kickFd_, POLLIN, 0}, {fabric_.waitFd(), POLLIN, 0}};
+  // Block on the CQ too only when the provider says nothing is pending (fi_trywait); else
+  // a timed sleep, as for providers without a wait object.
+  nfds_t n = fds[1].fd >= 0 && fabric_.readyToBlock() ? 2 : 1;
+  timespec ts{(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+  int rc = ppoll(fds, n, &ts, nullptr);
+  if (rc <= 0) return false;  // timed out (or EINTR: the next round looks anyway)
+  uint64_t count;
+  bool kicked = (fds[0].revents & POLLIN) && read(kickFd_, &count, sizeof(count)) > 0;
+  return kicked || (n == 2 && fds[1].revents != 0);
 }
 
 // One pass over the CQ and every queue. Returns whether anything moved.
@@ -321,7 +336,11 @@ bool ProxyImpl::round() {
   bool busy = pollCompletions();
   refreshQueues();
   double now = nowS();
-  for (Queue* q : mine_) busy |= serviceQueue(*q, now);
+  awaitingRelease_ = false;
+  for (Queue* q : mine_) {
+    busy |= serviceQueue(*q, now);
+    awaitingRelease_ |= q->lastPosted_.load(std::memory_order_acquire) > q->lastTaken_;
+  }
   return busy;
 }
 
@@ -506,20 +525,21 @@ ProxyImpl::~ProxyImpl() {
   kick();
   if (thread_.joinable()) thread_.join();
   drain();
+  close(kickFd_);
 }
 
 }  // namespace
 
 std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, int nRanks,
                                   volatile uint64_t* signals, size_t maxPutBytes,
-                                  double timeoutS) {
+                                  double timeoutS, bool eagerPoll) {
   RMACC_ARG_CHECK(nRanks > 0 && nRanks <= kMaxRanks, "proxy for %d ranks (max %d)", nRanks,
                   kMaxRanks);
   RMACC_ARG_CHECK(rank >= 0 && rank < nRanks, "proxy for rank %d of %d", rank, nRanks);
   RMACC_ARG_CHECK(signals != nullptr, "proxy without a signal array");
   RMACC_ARG_CHECK(timeoutS > 0, "proxy timeout must be positive");
   return std::make_unique<ProxyImpl>(fabric, backend, rank, nRanks, signals, maxPutBytes,
-                                     timeoutS);
+                                     timeoutS, eagerPoll);
 }
 
 }  // namespace rmacc

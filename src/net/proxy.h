@@ -74,8 +74,9 @@ class Proxy {
 // increments for remote sources; signal stores go through backend.hostWrite so that stream
 // waits on the host backend wake up. Puts above maxPutBytes or the provider's maximum message
 // are split; the receiving proxy counts the signal once every piece has landed.
+// `eagerPoll`: poll without sleeping while puts are pending (ProxyBackoff, proxy_backoff.h).
 std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, int nRanks,
                                   volatile uint64_t* signals, size_t maxPutBytes,
-                                  double timeoutS);
+                                  double timeoutS, bool eagerPoll = false);
 
 }  // namespace rmacc
