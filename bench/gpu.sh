@@ -4,12 +4,12 @@
 # see bench/README.md). Ranks that share a GPU run under MPS.
 #
 # STEPS picks what runs (default: all of them, in this order):
-#   sanitizer tests perf cost relay proxy peer
+#   sanitizer tests perf cost trace relay proxy peer
 # MAXSIZE caps the alltoall sweep (default 4G).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
-STEPS=${STEPS:-sanitizer tests perf cost relay proxy peer}
+STEPS=${STEPS:-sanitizer tests perf cost trace relay proxy peer}
 MAXSIZE=${MAXSIZE:-4G}
 mkdir -p "$OUT"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -66,10 +66,20 @@ fi
 if has cost; then  # where a small call's host time goes: queued, count exchange, plan+enqueue
   for shape in "$local_ranks 1" "4 2"; do
     set -- $shape
-    RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=COLL timeout 120 tools/rmacc-run -n $1 --nodes $2 --timeout 110 -- \
+    RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=COLL,INIT,NET timeout 120 tools/rmacc-run -n $1 --nodes $2 --timeout 110 -- \
       build-gpu/tools/rmacc-perf alltoallv -b 1K -e 1K -n 200 -w 10 > "$OUT/cost-$1x$2.log" 2>&1
     echo "== call cost, $1 ranks on $2 node(s): $(python3 bench/call_cost.py "$OUT/cost-$1x$2.log" 2>&1)"
+    grep -hoE "proxy polls [a-z -]+|wait fd -?[0-9]+" "$OUT/cost-$1x$2.log" | sort | uniq -c
     grep -E "^\[0\].*1024 " "$OUT/cost-$1x$2.log" | grep -v rmacc | tail -1
+  done
+fi
+
+if has trace; then  # a timeline of small calls (stream ops and network hops), for bench/timeline.py
+  for shape in "4 2" "4 4" "2 2"; do
+    set -- $shape
+    RMACC_TRACE_FILE="$OUT/trace-$1x$2.%r.json" timeout 120 tools/rmacc-run -n $1 --nodes $2 --timeout 110 -- \
+      build-gpu/tools/rmacc-perf alltoallv -b 1K -e 1K -n 30 -w 3 > "$OUT/trace-$1x$2.log" 2>&1
+    perf small-$1x$2 $1 $2 alltoallv -b 1K -e 1M -f 32 -n 100 -w 10
   done
 fi
 

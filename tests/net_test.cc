@@ -329,7 +329,10 @@ struct ProxyRank {
     windowMr = fabric->registerMemory(window->ptr(), window->size());
     peers = exchange(c, *fabric, windowMr->remote());
     fabric->insertPeers(peers.addrs);
-    proxy = startProxy(*fabric, *backend, c.rank, c.nRanks, signals, maxPutBytes, timeoutS);
+    ProxyOptions po;
+    po.maxPutBytes = maxPutBytes;
+    po.timeoutS = timeoutS;
+    proxy = startProxy(*fabric, *backend, c.rank, c.nRanks, signals, po);
     stream = backend->createStream();
   }
   uint8_t* win() const { return (uint8_t*)window->ptr(); }

@@ -153,7 +153,10 @@ void proxyBench(int rank, const Options& o, Fabric& f, Shared* sh, std::vector<c
   auto sigMem = backend->allocateHostVisible(layout.bytes());
   auto* sig = (volatile uint64_t*)sigMem->ptr();
   memset((void*)sig, 0, layout.bytes());
-  auto proxy = startProxy(f, *backend, rank, 2, sig, config().maxPutBytes, 60);
+  ProxyOptions po;
+  po.maxPutBytes = config().maxPutBytes;
+  po.timeoutS = 60;
+  auto proxy = startProxy(f, *backend, rank, 2, sig, po);
   auto stream = backend->createStream();
   ProxyQueue* q = proxy->createQueue();
   volatile uint64_t* mine = &sig[layout.index(0, 0, 1 - rank)];

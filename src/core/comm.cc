@@ -11,6 +11,7 @@
 #include "exec/collective.h"
 #include "exec/rma.h"
 #include "exec/signal_space.h"
+#include "exec/trace.h"
 
 namespace rmacc {
 
@@ -63,6 +64,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   topo_ = Topology::fromHostnames(names);
   INFO(kSubsysInit, "topology: %s", topo_.describe().c_str());
 
+  if (!cfg_.traceFile.empty()) trace_ = std::make_unique<TraceWriter>(cfg_.traceFile, rank);
   backend_ = createBackend(cfg_.timeoutS);
   signals_ = std::make_unique<SignalSpace>(*backend_, *bootstrap_, topo_, rank);
   if (multiNode()) {
@@ -73,8 +75,17 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     std::vector<std::vector<char>> peers(nRanks);
     for (int r = 0; r < nRanks; ++r) peers[r].assign(addrs[r].bytes, addrs[r].bytes + addrs[r].size);
     fabric_->insertPeers(peers);
-    proxy_ = startProxy(*fabric_, *backend_, rank, nRanks, signals_->proxyArray(),
-                        cfg_.maxPutBytes, cfg_.timeoutS, eagerProxyPoll());
+    ProxyOptions po;
+    po.maxPutBytes = cfg_.maxPutBytes;
+    po.timeoutS = cfg_.timeoutS;
+    po.eagerPoll = eagerProxyPoll();
+    if (trace_) {
+      po.trace = [t = trace_.get()](const char* name, int peer, uint64_t bytes, double startUs,
+                                    double durUs) {
+        t->op(0, -1, "net", name, peer, bytes, startUs, durUs);
+      };
+    }
+    proxy_ = startProxy(*fabric_, *backend_, rank, nRanks, signals_->proxyArray(), po);
     // A network failure is fatal for the communicator: release every stream wait and the
     // control plane now (peers then fail fast too) instead of letting waits run out.
     proxy_->setErrorHandler([this](rmaccResult_t code, const std::string& text) {

@@ -22,6 +22,7 @@ class SignalSpace;
 class WindowRegistry;
 class RmaEngine;
 class CollectiveEngine;
+class TraceWriter;
 
 class Comm {
  public:
@@ -43,6 +44,7 @@ class Comm {
   RmaEngine& rma() { return *rma_; }
   CollectiveEngine& coll() { return *coll_; }
   bool multiNode() const { return topo_.nNodes() > 1; }
+  TraceWriter* trace() { return trace_.get(); }  // RMACC_TRACE_FILE; nullptr when unset
   // Where a zero-byte proxy put (a pure signal) to `peer` lands: providers verify the key of
   // even an empty write, so every rank registers a small region for them.
   const RemoteRegion& signalTarget(int peer) const { return signalTargets_[peer]; }
@@ -76,6 +78,7 @@ class Comm {
   int nRanks_ = 0;
   Config cfg_;
   Topology topo_;
+  std::unique_ptr<TraceWriter> trace_;  // first: the proxy and the executor write into it
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Fabric> fabric_;

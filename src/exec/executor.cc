@@ -33,8 +33,7 @@ Executor::Executor(Comm& comm) : comm_(comm) {
   }
   join_ = be.createStream();
   joined_ = be.createEvent();
-  if (!comm.cfg().traceFile.empty())
-    trace_ = std::make_unique<TraceWriter>(comm.cfg().traceFile, comm.rank());
+  trace_ = comm.trace();
 }
 
 Executor::~Executor() {

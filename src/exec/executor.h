@@ -63,7 +63,7 @@ class Executor {
   std::unique_ptr<Event> joined_;  // the previous call's completion, recorded on join_
   bool anyCall_ = false;
   uint64_t relayHighWater_ = 0;
-  std::unique_ptr<TraceWriter> trace_;
+  TraceWriter* trace_ = nullptr;  // the communicator's, when RMACC_TRACE_FILE is set
 };
 
 }  // namespace rmacc

@@ -35,12 +35,17 @@ void RmaEngine::proxyPut(Stream& stream, const ProxyPut& putIn, bool waitDone) {
   }
   uint64_t seq = q.post(put);
   if (bounce) bounce->used(seq);
-  {
+  // Only a put that reads the caller's memory in place holds the stream (now or at
+  // waitProxyDone) until it completed locally: a pure signal reads nothing, and a staged
+  // source was already copied (the ring itself waits before reusing a region). Waiting on
+  // those anyway made every call end one network completion later (an ack round trip).
+  const bool readsCaller = put.bytes > 0 && !bounce;
+  if (readsCaller) {
     std::lock_guard<std::mutex> lock(mu_);
     lastSeq_[&stream] = seq;
   }
   stream.writeValue(q.ready(), seq);
-  if (waitDone) {
+  if (waitDone && readsCaller) {
     WaitDesc w{q.done(), seq};
     stream.waitValues(&w, 1);
   }

@@ -31,13 +31,14 @@ class RmaEngine {
   explicit RmaEngine(Comm& comm);
 
   // Enqueues: copy `bytes` from `src` to `target` + `offset` on `peer`, then signal
-  // (ctx, sigIdx) there. With waitDone, later work of `stream` starts only once the proxy
-  // finished reading `src`; otherwise call waitProxyDone before reusing it.
+  // (ctx, sigIdx) there. With waitDone, later work of `stream` starts only once `src` may be
+  // reused (the proxy finished reading it, or it was staged); otherwise call waitProxyDone
+  // before reusing it.
   void put(Stream& stream, const void* src, size_t bytes, int peer, const PeerTarget& target,
            uint64_t offset, int ctx, int sigIdx, bool waitDone = true);
   void signal(Stream& stream, int peer, int ctx, int sigIdx, bool waitDone = true);
   void wait(Stream& stream, const SignalWait* waits, size_t n);
-  // Holds `stream` until every proxy put it posted so far has completed locally.
+  // Holds `stream` until every proxy put it posted so far no longer reads the caller's memory.
   void waitProxyDone(Stream& stream);
   // Global barrier on `stream`: the node's ranks, then the rails (DESIGN.md §2 "Barrier").
   void barrier(Stream& stream, int ctx);

@@ -16,8 +16,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -55,6 +57,7 @@ struct InFlight {
   uint32_t completed = 0;
   uint32_t errored = 0;  // pieces the provider returned with an error completion
   double startS = 0;  // when it was released or became the queue's head: the timeout's origin
+  double releasedS = 0;  // when the proxy saw the stream's release (for the trace)
   void* desc = nullptr;                   // local descriptor of the source
   std::unique_ptr<MemoryRegion> tempMr;   // the proxy's own registration (FI_MR_LOCAL)
   std::unique_ptr<Piece[]> pieces;
@@ -100,11 +103,12 @@ class Queue final : public ProxyQueue {
 class ProxyImpl final : public Proxy {
  public:
   ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks, volatile uint64_t* signals,
-            size_t maxPutBytes, double timeoutS, bool eagerPoll)
+            const ProxyOptions& options)
       : fabric_(fabric), backend_(backend), rank_(rank), nRanks_(nRanks), signals_(signals),
-        layout_{nRanks}, timeoutS_(timeoutS), eagerPoll_(eagerPoll), ordered_(fabric.orderedWrites()),
+        layout_{nRanks}, timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll),
+        trace_(options.trace), ordered_(fabric.orderedWrites()),
         localReg_(fabric.needsLocalRegistration()) {
-    pieceMax_ = std::min(maxPutBytes, fabric.maxMessageBytes());
+    pieceMax_ = std::min(options.maxPutBytes, fabric.maxMessageBytes());
     RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
     kickFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (kickFd_ < 0) RMACC_THROW(rmaccSystemError, "eventfd: %s", strerror(errno));
@@ -154,6 +158,7 @@ class ProxyImpl final : public Proxy {
   const SignalLayout layout_;
   const double timeoutS_;
   const bool eagerPoll_;
+  const decltype(ProxyOptions::trace) trace_;
   const bool ordered_;
   const bool localReg_;
   size_t pieceMax_ = 0;
@@ -183,6 +188,9 @@ class ProxyImpl final : public Proxy {
   SignalTally tally_;
   size_t outstanding_ = 0;  // pieces posted, not completed
   bool awaitingRelease_ = false;  // a posted put waits for its stream to release it
+  // For the destructor: after a round, whether every put a stream released is complete.
+  std::atomic<bool> quiet_{true};
+  std::atomic<uint64_t> rounds_{0};
   uint64_t eagains_ = 0;
   uint64_t piecesIssued_ = 0;
 
@@ -337,10 +345,14 @@ bool ProxyImpl::round() {
   refreshQueues();
   double now = nowS();
   awaitingRelease_ = false;
+  bool quiet = true;
   for (Queue* q : mine_) {
     busy |= serviceQueue(*q, now);
     awaitingRelease_ |= q->lastPosted_.load(std::memory_order_acquire) > q->lastTaken_;
+    quiet &= q->active_.empty() && loadAcquire(q->ready_) <= q->lastTaken_;
   }
+  quiet_.store(quiet, std::memory_order_release);
+  rounds_.fetch_add(1, std::memory_order_release);
   return busy;
 }
 
@@ -391,6 +403,7 @@ void ProxyImpl::onRemoteData(uint32_t data) {
   size_t slot = layout_.index(d.ctx, d.sigIdx, d.src);
   uint32_t fired = tally_.add(slot, d.chunks);
   if (fired == 0) return;
+  if (trace_) trace_("net recv", d.src, 0, nowS() * 1e6, 0);
   // The proxy is the only writer of its signal slots, so read-modify-write is race-free.
   uint64_t value = loadAcquire(&signals_[slot]) + fired;
   backend_.hostWrite(&signals_[slot], value);
@@ -417,6 +430,7 @@ bool ProxyImpl::takeReleased(Queue& q, double now) {
     f->nPieces = (uint32_t)piecesOf(f->put.bytes);
     f->pieceBytes = pieceMax_;
     f->startS = now;
+    f->releasedS = now;
     q.posted_.pop_front();
     q.lastTaken_ = f->seq;
     q.active_.push_back(std::move(f));
@@ -476,7 +490,9 @@ bool ProxyImpl::retire(Queue& q, double now) {
   uint64_t before = q.lastDone_;
   while (!q.active_.empty() && q.active_.front()->fullyIssued() &&
          q.active_.front()->finished()) {
-    q.lastDone_ = q.active_.front()->seq;
+    const InFlight& f = *q.active_.front();
+    if (trace_) trace_("net put", f.put.peer, f.put.bytes, f.releasedS * 1e6, (now - f.releasedS) * 1e6);
+    q.lastDone_ = f.seq;
     q.active_.pop_front();
     --q.issueCursor_;
   }
@@ -521,6 +537,17 @@ void ProxyImpl::drain() {
 }
 
 ProxyImpl::~ProxyImpl() {
+  // Streams do not wait for their puts' network completion (a signal reads no memory), so
+  // a stream may be done while its last puts are still to be sent: finish every released put
+  // before stopping, or a peer would wait forever for the final signal (seen: a barrier's).
+  const double deadline = nowS() + timeoutS_;
+  const uint64_t from = rounds_.load(std::memory_order_acquire);
+  while (!failed() && !aborted_.load() && nowS() < deadline) {
+    if (rounds_.load(std::memory_order_acquire) > from + 1 && quiet_.load(std::memory_order_acquire))
+      break;
+    kick();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
   stop_.store(true, std::memory_order_release);
   kick();
   if (thread_.joinable()) thread_.join();
@@ -531,15 +558,13 @@ ProxyImpl::~ProxyImpl() {
 }  // namespace
 
 std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, int nRanks,
-                                  volatile uint64_t* signals, size_t maxPutBytes,
-                                  double timeoutS, bool eagerPoll) {
+                                  volatile uint64_t* signals, const ProxyOptions& options) {
   RMACC_ARG_CHECK(nRanks > 0 && nRanks <= kMaxRanks, "proxy for %d ranks (max %d)", nRanks,
                   kMaxRanks);
   RMACC_ARG_CHECK(rank >= 0 && rank < nRanks, "proxy for rank %d of %d", rank, nRanks);
   RMACC_ARG_CHECK(signals != nullptr, "proxy without a signal array");
-  RMACC_ARG_CHECK(timeoutS > 0, "proxy timeout must be positive");
-  return std::make_unique<ProxyImpl>(fabric, backend, rank, nRanks, signals, maxPutBytes,
-                                     timeoutS, eagerPoll);
+  RMACC_ARG_CHECK(options.timeoutS > 0, "proxy timeout must be positive");
+  return std::make_unique<ProxyImpl>(fabric, backend, rank, nRanks, signals, options);
 }
 
 }  // namespace rmacc

@@ -74,9 +74,16 @@ class Proxy {
 // increments for remote sources; signal stores go through backend.hostWrite so that stream
 // waits on the host backend wake up. Puts above maxPutBytes or the provider's maximum message
 // are split; the receiving proxy counts the signal once every piece has landed.
-// `eagerPoll`: poll without sleeping while puts are pending (ProxyBackoff, proxy_backoff.h).
+struct ProxyOptions {
+  size_t maxPutBytes = 1ull << 30;  // larger puts are split into pieces
+  double timeoutS = 300;            // a put making no progress this long fails the proxy
+  bool eagerPoll = false;           // poll without sleeping while puts are pending (proxy_backoff.h)
+  // Called on the proxy thread for every finished put ("net put": from the stream's release
+  // to the last piece's completion) and incoming signal ("net recv", no duration), so a
+  // RMACC_TRACE_FILE shows the network hops beside the stream ops. Times in µs, CLOCK_MONOTONIC.
+  std::function<void(const char* name, int peer, uint64_t bytes, double startUs, double durUs)> trace;
+};
 std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, int nRanks,
-                                  volatile uint64_t* signals, size_t maxPutBytes,
-                                  double timeoutS, bool eagerPoll = false);
+                                  volatile uint64_t* signals, const ProxyOptions& options);
 
 }  // namespace rmacc
