@@ -81,7 +81,6 @@ if has trace; then  # a timeline of small calls (stream ops and network hops), f
       build-gpu/tools/rmacc-perf alltoallv -b 1K -e 1K -n 30 -w 3 > "$OUT/trace-$1x$2.log" 2>&1
     perf small-$1x$2 $1 $2 alltoallv -b 1K -e 1M -f 32 -n 100 -w 10
   done
-  (cd "$OUT" && tar czf traces.tgz trace-*.json && rm -f trace-*.json)  # few files come back
 fi
 
 # 2 emulated nodes x 2 ranks: the relay path, 4 ranks sharing the GPUs.
@@ -98,3 +97,6 @@ if has peer; then  # NCCL (needs one GPU per rank) and the copy-engine ceiling, 
   timeout 300 python3 bench/nccl_peer.py -b 1K -e "$MAXSIZE" -f 4 > "$OUT/nccl-peer.log" 2>&1
   echo "== nccl/ce peer (exit $?)"; tail -24 "$OUT/nccl-peer.log"
 fi
+
+# The device tool brings back at most 8 files: everything goes back as one archive.
+(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz . && find . -type f ! -name logs.tgz -delete)
