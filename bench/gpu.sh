@@ -58,6 +58,8 @@ if has tests; then
 fi
 
 if has perf; then
+  perf putsignal-1node 2 1 putsignal -b 8 -e 64M -f 8 -n 100 -w 10
+  perf putsignal-2x1 2 2 putsignal -b 8 -e 64M -f 8 -n 50 -w 5
   perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
   RMACC_LANES=serial perf alltoall-1node-serial "$local_ranks" 1 alltoall -b 1K -e 64M -f 8 -n 20 -w 5
   perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1K -e 1G -f 4 -n 20 -w 5
@@ -75,7 +77,7 @@ if has cost; then  # where a small call's host time goes: queued, count exchange
 fi
 
 if has trace; then  # a timeline of small calls (stream ops and network hops), for bench/timeline.py
-  for shape in "4 2" "4 4" "2 2"; do
+  for shape in "4 2" "4 4" "2 2" "4 1"; do
     set -- $shape
     RMACC_TRACE_FILE="$OUT/trace-$1x$2.%r.json" timeout 120 tools/rmacc-run -n $1 --nodes $2 --timeout 110 -- \
       build-gpu/tools/rmacc-perf alltoallv -b 1K -e 1K -n 30 -w 3 > "$OUT/trace-$1x$2.log" 2>&1
@@ -87,6 +89,9 @@ fi
 if has relay; then
   perf alltoallv-zipf-2x2 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
   perf alltoallv-random-2x2 4 2 alltoallv --pattern random -b 1K -e 256M -f 16 -n 10 -w 3
+  # Entry by barrier instead of per-peer signals: on one GPU shared by 4 MPS clients the
+  # signals cost ~2 ms a call at small sizes (bench/RESULTS.md), the barrier ~0.25 ms.
+  RMACC_ENTRY_SYNC=barrier perf alltoallv-zipf-2x2-barrier 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
 fi
 if has proxy; then  # 2 emulated nodes x 1 (proxy path only)
   perf alltoallv-2x1 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3

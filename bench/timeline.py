@@ -10,7 +10,7 @@ import sys
 
 def load(prefix):
     events = []
-    for path in sorted(glob.glob(prefix + "*")):
+    for path in sorted(p for p in glob.glob(prefix + "*") if not p.endswith(".log")):
         text = open(path).read().rstrip().rstrip(",")
         if not text.endswith("]"):
             text += "]"  # a rank killed before it closed its file

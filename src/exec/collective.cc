@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "exec/signal_space.h"
+#include "exec/trace.h"
 #include "plan/planner.h"
 
 namespace rmacc {
@@ -79,9 +80,17 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   task.queuedAt = seconds();
   if (task.args.rejected.empty()) {
     task.start = comm_.backend().createEvent();
+    TraceWriter* trace = comm_.trace();
+    auto t0 = std::make_shared<double>(0);
+    if (trace) user->hostCallback([t0] { *t0 = TraceWriter::nowUs(); });
     user->record(*task.start);
     WaitDesc w{doneFlag_, task.seq};
     user->waitValues(&w, 1);
+    // The call on the user's stream: from its start to its completion.
+    if (trace)
+      user->hostCallback([trace, t0, seq = task.seq] {
+        trace->op(seq, -1, "user", "call", -1, 0, *t0, TraceWriter::nowUs() - *t0);
+      });
   }
   uint64_t seq = task.seq;
   queue_.push_back(std::move(task));

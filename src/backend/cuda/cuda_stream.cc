@@ -200,6 +200,24 @@ bool CudaStream::query() {
 
 // After abort() the stream still drains (abort released its waits) before the error is
 // thrown, so that the caller may free the memory the stream was using.
+// Traces only (the callback blocks the stream, and CUDA runs them on one driver thread).
+void CudaStream::hostCallback(std::function<void()> fn) {
+  auto* heap = new std::function<void()>(std::move(fn));
+  ContextGuard guard(*state_);
+  cudaError_t err = cudaLaunchHostFunc(
+      stream_,
+      [](void* p) {
+        auto* f = static_cast<std::function<void()>*>(p);
+        (*f)();
+        delete f;
+      },
+      heap);
+  if (err != cudaSuccess) {
+    delete heap;
+    throwCudaError(err, "cudaLaunchHostFunc", __FILE__, __LINE__);
+  }
+}
+
 void CudaStream::synchronize() {
   auto start = std::chrono::steady_clock::now();
   auto sleep = kFirstSleep;

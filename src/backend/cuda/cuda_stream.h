@@ -44,6 +44,7 @@ class CudaStream : public Stream {
   void waitValues(const WaitDesc* ops, size_t n) override;
   void record(Event& event) override;
   void waitEvent(Event& event) override;
+  void hostCallback(std::function<void()> fn) override;
   void synchronize() override;
   bool query() override;
   void* handle() override { return (void*)stream_; }
