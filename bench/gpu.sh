@@ -59,7 +59,6 @@ fi
 
 if has perf; then
   perf putsignal-1node 2 1 putsignal -b 8 -e 64M -f 8 -n 100 -w 10
-  perf putsignal-2x1 2 2 putsignal -b 8 -e 64M -f 8 -n 50 -w 5
   perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
   RMACC_LANES=serial perf alltoall-1node-serial "$local_ranks" 1 alltoall -b 1K -e 64M -f 8 -n 20 -w 5
   perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1K -e 1G -f 4 -n 20 -w 5
@@ -104,4 +103,4 @@ if has peer; then  # NCCL (needs one GPU per rank) and the copy-engine ceiling, 
 fi
 
 # The device tool brings back at most 8 files: everything goes back as one archive.
-(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz . && find . -type f ! -name logs.tgz -delete)
+tar czf /tmp/rmacc-logs.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/rmacc-logs.tgz "$OUT/logs.tgz"
