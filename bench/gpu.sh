@@ -61,7 +61,8 @@ if has perf; then
   perf putsignal-1node 2 1 putsignal -b 8 -e 64M -f 8 -n 100 -w 10
   perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
   RMACC_LANES=serial perf alltoall-1node-serial "$local_ranks" 1 alltoall -b 1K -e 64M -f 8 -n 20 -w 5
-  perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1K -e 1G -f 4 -n 20 -w 5
+  perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
+  perf alltoallv-random-1node "$local_ranks" 1 alltoallv --pattern random -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
 fi
 
 if has cost; then  # where a small call's host time goes: queued, count exchange, plan+enqueue
