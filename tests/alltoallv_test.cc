@@ -250,15 +250,18 @@ TEST(Alltoallv, MismatchedCountsFailEverywhereAndTouchNothing) {
 }
 
 // A rank killed between calls: the survivors' next AlltoAllV fails within RMACC_TIMEOUT_S.
-TEST(Alltoallv, DeadPeerBecomesAnError) {
-  std::vector<int> status = runRanksStatus(4, optionsFor({2, 2}, {{"RMACC_TIMEOUT_S", "5"}}),
+// Across nodes the count exchange runs on the control plane (a closed socket); within one node
+// through shared memory (the exchange watches the peer's process).
+void deadPeerCase(Topo shape) {
+  const int n = shape.nodes * shape.local;
+  std::vector<int> status = runRanksStatus(n, optionsFor(shape, {{"RMACC_TIMEOUT_S", "5"}}),
                                            [&](const RankContext& ctx) {
     TestComm comm(ctx);
-    auto counts = makeCounts(Pattern::kRandom, 4, 1000, 8);
+    auto counts = makeCounts(Pattern::kRandom, n, 1000, 8);
     oneCall(comm, counts, rmaccFloat32, false, 8, comm.stream());
-    if (ctx.rank == 3) raise(SIGKILL);
+    if (ctx.rank == n - 1) raise(SIGKILL);
     auto t0 = std::chrono::steady_clock::now();
-    Layout l = makeLayout(counts, 4, ctx.rank, 8);
+    Layout l = makeLayout(counts, n, ctx.rank, 8);
     std::vector<uint8_t> send(l.sendElems * 4 + 4), recv(l.recvElems * 4 + 4, kPoison);
     rmaccResult_t r = rmaccAlltoAllv(send.data(), l.sendcounts.data(), l.sdispls.data(), recv.data(),
                                      l.recvcounts.data(), l.rdispls.data(), rmaccFloat32, comm.get(),
@@ -270,9 +273,12 @@ TEST(Alltoallv, DeadPeerBecomesAnError) {
     rmaccCommAbort(comm.get());
     _exit(::testing::Test::HasFailure() ? 1 : 0);
   });
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
-  EXPECT_EQ(status[3], 128 + SIGKILL);
+  for (int r = 0; r < n - 1; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+  EXPECT_EQ(status[n - 1], 128 + SIGKILL);
 }
+
+TEST(Alltoallv, DeadPeerBecomesAnError) { deadPeerCase({2, 2}); }
+TEST(Alltoallv, DeadPeerOnTheSameNodeBecomesAnError) { deadPeerCase({1, 3}); }
 
 TEST(Alltoallv, CallsReturnWhileAPeerIsLate) {
   runRanks(4, optionsFor({2, 2}), [&](const RankContext& ctx) {

@@ -208,6 +208,7 @@ void Comm::checkHealthy() const {
 
 void Comm::abort() {
   if (bootstrap_) bootstrap_->abort();
+  if (coll_) coll_->abort();
   if (proxy_) proxy_->abort();
   if (backend_) backend_->abort();
 }

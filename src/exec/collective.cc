@@ -26,6 +26,10 @@ struct MetaHeader {
 
 namespace {
 
+// One rank's part of a call's count exchange: its header, then its send counts, receive
+// counts and receive-target offsets, n of each.
+size_t recordBytes(int n) { return sizeof(MetaHeader) + 3 * (size_t)n * sizeof(uint64_t); }
+
 double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -59,6 +63,9 @@ CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
   remoteStaging_ = std::make_unique<StagingBuffer>(
       [&be](size_t b) { return be.allocateNicVisible(b); }, comm.proxy());
   executor_ = std::make_unique<Executor>(comm);
+  if (topo.nNodes() == 1 && n > 1)
+    nodeGather_ = std::make_unique<NodeGather>(comm.bootstrap(), topo, comm.rank(), recordBytes(n),
+                                               comm.cfg().timeoutS);
   thread_ = std::thread([this] { progressLoop(); });
 }
 
@@ -280,7 +287,7 @@ void CollectiveEngine::runTask(Task& task) {
   const std::vector<CopyDesc>& finish = targets.finish;
 
   // --- The count exchange: every rank learns every rank's counts and receive target.
-  const size_t recSize = sizeof(MetaHeader) + 3 * n * sizeof(uint64_t);
+  const size_t recSize = recordBytes(n);
   std::vector<char> all(recSize * n);
   char* mine = all.data() + recSize * me;
   memcpy(mine, &h, sizeof(h));
@@ -290,7 +297,8 @@ void CollectiveEngine::runTask(Task& task) {
     rows[n + p] = bad ? 0 : a.recvBytes[p];
     rows[2 * n + p] = targetOffset[p];
   }
-  comm_.bootstrap().allGather(all.data(), recSize);
+  if (nodeGather_) nodeGather_->exchange(task.seq, mine, all.data());
+  else comm_.bootstrap().allGather(all.data(), recSize);
   auto header = [&](int r) { return reinterpret_cast<const MetaHeader*>(all.data() + recSize * r); };
   auto row = [&](int r) {
     return reinterpret_cast<const uint64_t*>(all.data() + recSize * r + sizeof(MetaHeader));

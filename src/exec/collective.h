@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "core/window.h"
 #include "exec/executor.h"
+#include "exec/node_gather.h"
 #include "exec/signal_space.h"
 #include "exec/staging.h"
 #include "plan/plan.h"
@@ -49,6 +50,10 @@ class CollectiveEngine {
   // Errors of completed calls that nobody collected yet (rmaccStreamSynchronize reports them).
   rmaccResult_t takeAnyCallError(std::string* text);
   uint64_t relayBytes() const { return relayAlloc_ ? relayAlloc_->size() : 0; }
+  // Releases a count exchange blocked on a peer of this node (the communicator aborts).
+  void abort() {
+    if (nodeGather_) nodeGather_->abort();
+  }
   // End offset of the highest relay byte this rank wrote into a peer's relay (measured).
   uint64_t relayHighWater() const { return executor_->relayHighWater(); }
 
@@ -78,6 +83,7 @@ class CollectiveEngine {
   std::unique_ptr<MemoryRegion> relayMr_;
   std::vector<PeerTarget> peerRelay_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<NodeGather> nodeGather_;  // the count exchange when all ranks share a node
 
   // Receive staging (DESIGN.md §4: any buffer works; rmaccMemAlloc memory takes the
   // zero-copy path): for blocks written by ranks of this node (mappable memory) and for

@@ -1,0 +1,125 @@
+#include "exec/node_gather.h"
+
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "backend/host/host_futex.h"
+#include "backend/host/host_memory.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "exec/signal_space.h"
+
+namespace rmacc {
+namespace {
+
+constexpr size_t kLine = 64;
+// Loads of a peer's sequence word before sleeping: a peer that arrives within a few
+// microseconds is seen without a system call; one that is late costs a futex sleep.
+constexpr int kSpinLoads = 4000;
+// How often a sleeping exchange looks at abort, the peer's liveness and the deadline.
+constexpr double kSliceS = 0.01;
+
+struct SegmentRecord {
+  int64_t pid;
+  HandleRecord handle;
+};
+
+double nowS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int openPidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+}  // namespace
+
+NodeGather::NodeGather(Bootstrap& bootstrap, const Topology& topo, int rank, size_t recordBytes,
+                       double timeoutS)
+    : topo_(topo), rank_(rank), recordBytes_(recordBytes),
+      slotBytes_((kLine + recordBytes + kLine - 1) / kLine * kLine), timeoutS_(timeoutS) {
+  mine_ = std::make_unique<host::HostAllocation>(2 * slotBytes_);
+  memset(mine_->ptr(), 0, mine_->size());
+  std::vector<SegmentRecord> records(topo.nRanks());
+  records[rank].pid = getpid();
+  records[rank].handle = HandleRecord::from(mine_->exportHandle());
+  bootstrap.allGather(records.data(), sizeof(SegmentRecord));
+  const int node = topo.nodeOf(rank);
+  for (int l = 0; l < topo.localSize(); ++l) {
+    Peer p{topo.rankAt(node, l), -1, nullptr, nullptr};
+    if (p.rank == rank) {
+      p.base = static_cast<char*>(mine_->ptr());
+    } else {
+      p.map = host::importAllocation(records[p.rank].handle.handle());
+      p.base = static_cast<char*>(p.map->ptr());
+      p.pidfd = openPidfd((pid_t)records[p.rank].pid);
+    }
+    peers_.push_back(std::move(p));
+  }
+  INFO(kSubsysColl, "count exchange through shared memory among %d local ranks, %zu B records",
+       topo.localSize(), recordBytes);
+}
+
+NodeGather::~NodeGather() {
+  for (Peer& p : peers_)
+    if (p.pidfd >= 0) close(p.pidfd);
+}
+
+char* NodeGather::slot(char* base, uint64_t seq) const { return base + (seq & 1) * slotBytes_; }
+
+void NodeGather::waitFor(const Peer& p, uint64_t seq) {
+  auto* word = reinterpret_cast<volatile uint64_t*>(slot(p.base, seq));
+  for (int i = 0; i < kSpinLoads; ++i)
+    if (host::loadAcquire(word) >= seq) return;
+  const double deadline = nowS() + timeoutS_;
+  for (;;) {
+    uint64_t v = host::loadAcquire(word);
+    if (v >= seq) return;
+    if (aborted_.load(std::memory_order_acquire))
+      RMACC_THROW(rmaccRemoteError, "count exchange of call %llu: aborted",
+                  (unsigned long long)seq);
+    pollfd pfd{p.pidfd, POLLIN, 0};
+    if (p.pidfd >= 0 && poll(&pfd, 1, 0) > 0 && host::loadAcquire(word) < seq)
+      RMACC_THROW(rmaccRemoteError,
+                  "count exchange of call %llu: rank %d (same node) exited before it arrived",
+                  (unsigned long long)seq, p.rank);
+    if (nowS() > deadline)
+      RMACC_THROW(rmaccTimeout,
+                  "count exchange of call %llu: rank %d (same node) did not arrive within %.1f s",
+                  (unsigned long long)seq, p.rank, timeoutS_);
+    host::sleepWhileEqual(word, v, kSliceS);
+  }
+}
+
+void NodeGather::exchange(uint64_t seq, const void* mine, void* out) {
+  char* own = slot(static_cast<char*>(mine_->ptr()), seq);
+  memcpy(own + kLine, mine, recordBytes_);
+  host::storeAndWake(reinterpret_cast<volatile uint64_t*>(own), seq);
+  for (const Peer& p : peers_) {
+    char* dst = static_cast<char*>(out) + (size_t)p.rank * recordBytes_;
+    if (p.rank == rank_) {
+      memcpy(dst, mine, recordBytes_);
+      continue;
+    }
+    waitFor(p, seq);
+    memcpy(dst, slot(p.base, seq) + kLine, recordBytes_);
+  }
+}
+
+void NodeGather::abort() {
+  aborted_.store(true, std::memory_order_release);
+  for (const Peer& p : peers_)
+    for (uint64_t k = 0; k < 2; ++k)
+      host::wakeAll(reinterpret_cast<volatile uint64_t*>(slot(p.base, k)));
+}
+
+}  // namespace rmacc

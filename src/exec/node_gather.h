@@ -1,0 +1,59 @@
+// An all-gather of fixed-size records among the ranks of one node through shared memory: the
+// per-call count exchange of a single-node communicator in microseconds instead of a TCP
+// round on the control plane (bench/RESULTS.md §4.1 measured that round at ~30 µs of a ~90 µs
+// call on 2×H200).
+//
+// Each rank owns a segment of two slots (exchange k uses slot k mod 2) that its local peers
+// map. Publishing is "copy the record, then release-store k into the slot's sequence word and
+// wake sleepers"; gathering waits until every peer's slot holds k. A slot is rewritten (at
+// k + 2) only after its owner gathered k + 1, which needs every peer to have published k + 1,
+// which each does only after it finished reading k: so no record is overwritten early.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "bootstrap/bootstrap.h"
+#include "core/topology.h"
+
+namespace rmacc {
+
+class NodeGather {
+ public:
+  // Collective over the communicator (exchanges segment handles on the bootstrap).
+  NodeGather(Bootstrap& bootstrap, const Topology& topo, int rank, size_t recordBytes,
+             double timeoutS);
+  ~NodeGather();
+
+  // Exchange `seq` (1, 2, 3, ...: consecutive on every rank): publishes `mine` and fills
+  // out + l * recordBytes with the record of the node's local rank l. Throws rmaccRemoteError
+  // when a local peer's process is gone or abort() was called, rmaccTimeout after timeoutS.
+  void exchange(uint64_t seq, const void* mine, void* out);
+  // Releases every exchange blocked now or later with rmaccRemoteError.
+  void abort();
+
+ private:
+  struct Peer {
+    int rank;
+    int pidfd;                    // to tell a dead peer from a slow one
+    std::unique_ptr<Mapping> map;
+    char* base;
+  };
+  char* slot(char* base, uint64_t seq) const;
+  void waitFor(const Peer& p, uint64_t seq);
+
+  const Topology& topo_;
+  const int rank_;
+  const size_t recordBytes_;
+  const size_t slotBytes_;
+  const double timeoutS_;
+  std::unique_ptr<Allocation> mine_;
+  std::vector<Peer> peers_;  // by local rank; this rank's entry maps nothing
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace rmacc
