@@ -30,6 +30,10 @@ namespace {
 // counts and receive-target offsets, n of each.
 size_t recordBytes(int n) { return sizeof(MetaHeader) + 3 * (size_t)n * sizeof(uint64_t); }
 
+// Control-plane tag of the count exchange's rail messages (one stream of them per peer pair;
+// messages of one (peer, tag) arrive in order, which orders the calls).
+constexpr uint32_t kCountsTag = 0x434e5453;  // "CNTS"
+
 double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -63,7 +67,7 @@ CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
   remoteStaging_ = std::make_unique<StagingBuffer>(
       [&be](size_t b) { return be.allocateNicVisible(b); }, comm.proxy());
   executor_ = std::make_unique<Executor>(comm);
-  if (topo.nNodes() == 1 && n > 1)
+  if (topo.localSize() > 1)
     nodeGather_ = std::make_unique<NodeGather>(comm.bootstrap(), topo, comm.rank(), recordBytes(n),
                                                comm.cfg().timeoutS);
   thread_ = std::thread([this] { progressLoop(); });
@@ -271,6 +275,33 @@ void CollectiveEngine::checkPeerTarget(int r, const MetaHeader& h, const uint64_
   }
 }
 
+// The count exchange (DESIGN.md §2 "Metadata"): the node's ranks through shared memory, then
+// each rank trades its whole node's records with its rail peers on the control plane, so a
+// rank sends nNodes - 1 messages a call instead of nRanks - 1. On return `all` holds every
+// rank's record (this rank's was already in place).
+void CollectiveEngine::exchangeCounts(uint64_t seq, std::vector<char>& all, size_t recSize) {
+  const Topology& topo = comm_.topo();
+  const int me = comm_.rank(), node = topo.nodeOf(me), local = topo.localRankOf(me);
+  const int nLocal = topo.localSize();
+  if (nodeGather_) nodeGather_->exchange(seq, all.data() + recSize * me, all.data());
+  if (topo.nNodes() == 1) return;
+  std::vector<char> pack(recSize * nLocal);
+  for (int l = 0; l < nLocal; ++l)
+    memcpy(pack.data() + recSize * l, all.data() + recSize * topo.rankAt(node, l), recSize);
+  Bootstrap& boot = comm_.bootstrap();
+  for (int b = 0; b < topo.nNodes(); ++b)
+    if (b != node) boot.send(topo.rankAt(b, local), kCountsTag, pack.data(), pack.size());
+  for (int b = 0; b < topo.nNodes(); ++b) {
+    if (b == node) continue;
+    const int peer = topo.rankAt(b, local);
+    std::vector<char> theirs = boot.recv(peer, kCountsTag);
+    RMACC_ENFORCE(theirs.size() == pack.size(), "count exchange of call %llu: rank %d sent %zu bytes, expected %zu",
+                  (unsigned long long)seq, peer, theirs.size(), pack.size());
+    for (int l = 0; l < nLocal; ++l)
+      memcpy(all.data() + recSize * topo.rankAt(b, l), theirs.data() + recSize * l, recSize);
+  }
+}
+
 void CollectiveEngine::runTask(Task& task) {
   const int n = comm_.nRanks(), me = comm_.rank();
   const Topology& topo = comm_.topo();
@@ -297,8 +328,7 @@ void CollectiveEngine::runTask(Task& task) {
     rows[n + p] = bad ? 0 : a.recvBytes[p];
     rows[2 * n + p] = targetOffset[p];
   }
-  if (nodeGather_) nodeGather_->exchange(task.seq, mine, all.data());
-  else comm_.bootstrap().allGather(all.data(), recSize);
+  exchangeCounts(task.seq, all, recSize);
   auto header = [&](int r) { return reinterpret_cast<const MetaHeader*>(all.data() + recSize * r); };
   auto row = [&](int r) {
     return reinterpret_cast<const uint64_t*>(all.data() + recSize * r + sizeof(MetaHeader));

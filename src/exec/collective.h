@@ -66,6 +66,7 @@ class CollectiveEngine {
   };
   void progressLoop();
   void runTask(Task& task);
+  void exchangeCounts(uint64_t seq, std::vector<char>& all, size_t recSize);
   struct Targets;
   void chooseTargets(const Task& task, Targets& t);
   void checkPeerTarget(int r, const MetaHeader& h, const uint64_t* offsets,
@@ -83,7 +84,7 @@ class CollectiveEngine {
   std::unique_ptr<MemoryRegion> relayMr_;
   std::vector<PeerTarget> peerRelay_;
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<NodeGather> nodeGather_;  // the count exchange when all ranks share a node
+  std::unique_ptr<NodeGather> nodeGather_;  // the count exchange's node part (several local ranks)
 
   // Receive staging (DESIGN.md §4: any buffer works; rmaccMemAlloc memory takes the
   // zero-copy path): for blocks written by ranks of this node (mappable memory) and for

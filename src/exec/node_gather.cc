@@ -107,7 +107,7 @@ void NodeGather::exchange(uint64_t seq, const void* mine, void* out) {
   for (const Peer& p : peers_) {
     char* dst = static_cast<char*>(out) + (size_t)p.rank * recordBytes_;
     if (p.rank == rank_) {
-      memcpy(dst, mine, recordBytes_);
+      if (dst != mine) memcpy(dst, mine, recordBytes_);
       continue;
     }
     waitFor(p, seq);

@@ -30,7 +30,8 @@ class NodeGather {
   ~NodeGather();
 
   // Exchange `seq` (1, 2, 3, ...: consecutive on every rank): publishes `mine` and fills
-  // out + l * recordBytes with the record of the node's local rank l. Throws rmaccRemoteError
+  // out + r * recordBytes with the record of rank r, for every rank r of this node (`mine` may
+  // already sit at its own place there). Throws rmaccRemoteError
   // when a local peer's process is gone or abort() was called, rmaccTimeout after timeoutS.
   void exchange(uint64_t seq, const void* mine, void* out);
   // Releases every exchange blocked now or later with rmaccRemoteError.
