@@ -156,13 +156,13 @@ TEST(Alltoallv, SerialLanes) {
            });
 }
 
-// Every proxy put staged through a small bounce ring (the path of GPU sources without a
-// GPU-direct provider): the ring wraps many times a call while earlier puts are still on the
-// wire, and no region may be rewritten before the put reading it is done (a GPU run once
-// caught exactly that).
+// Every proxy put staged through a small bounce ring in 16 KiB chunks (the path of GPU sources
+// without a GPU-direct provider): the ring wraps many times a call while earlier chunks are
+// still on the wire, no region may be rewritten before the put reading it is done (a GPU run
+// once caught exactly that), and a put's signal fires only when all its chunks landed.
 TEST(Alltoallv, BouncedSourcesWrapTheRing) {
   runRanks(4, optionsFor({2, 2}, {{"RMACC_NET_BOUNCE", "always"}, {"RMACC_NET_BOUNCE_BYTES", "64K"},
-                                  {"RMACC_RELAY_BYTES", "256K"}}),
+                                  {"RMACC_NET_BOUNCE_CHUNK", "16K"}, {"RMACC_RELAY_BYTES", "256K"}}),
            [&](const RankContext& ctx) {
              TestComm comm(ctx);
              for (int call = 0; call < 12; ++call) {

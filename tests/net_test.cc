@@ -475,6 +475,55 @@ TEST_P(SplitPutTest, SignalsOnceWhenAllPiecesLanded) {
 INSTANTIATE_TEST_SUITE_P(Net, SplitPutTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "EmulatedEfaPaths" : "Tcp"; });
 
+// One logical put posted as consecutive parts of a queue (the staged, chunked path): only the
+// final part signals, once every part landed; on the unordered (EFA-like) paths the final part
+// waits for the earlier parts' delivery.
+TEST_P(SplitPutTest, ChunkedPartsSignalOnceAfterAllLanded) {
+  SKIP_WITHOUT_TCP();
+  bool emulate = GetParam();
+  test::runRanks(2, netOptions(), [emulate](const RankContext& c) {
+    const size_t kChunk = 64 << 10, kParts = 40, kBytes = kParts * kChunk - 123;
+    FabricOptions fo;
+    fo.assumeUnorderedWrites = fo.forceLocalRegistration = emulate;
+    ProxyRank pr(c, 2 * kBytes, 1 << 20, 60, fo);
+    ProxyQueue* q = pr.proxy->createQueue();
+    if (c.rank == 0) {
+      std::vector<uint8_t> src(kBytes);
+      for (int k = 0; k < 2; ++k) {
+        fill(src.data(), kBytes, 0, 1, k);
+        uint64_t last = 0;
+        for (size_t i = 0, off = 0; off < kBytes; ++i, off += kChunk) {
+          ProxyPut part = pr.put(1, src.data() + off, std::min(kChunk, kBytes - off),
+                                 k * kBytes + off, kCtxData, 5);
+          part.final = off + kChunk >= kBytes;
+          part.priorPieces = part.final ? (uint32_t)i : 0;
+          last = q->post(part);
+          pr.release(q, last);  // each part as soon as it is posted, as the stream does
+        }
+        pr.waitAtLeast(q->done(), last);
+      }
+      // A non-final part that claims prior pieces is malformed.
+      ProxyPut bad = pr.put(1, src.data(), 8, 0, kCtxData, 5);
+      bad.final = false;
+      bad.priorPieces = 3;
+      try {
+        q->post(bad);
+        ADD_FAILURE() << "a non-final part with prior pieces was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), rmaccInvalidArgument) << e.what();
+      }
+    } else {
+      for (int k = 0; k < 2; ++k) {
+        pr.waitAtLeast(pr.sig(kCtxData, 5, 0), k + 1);
+        EXPECT_EQ(firstMismatch(pr.win() + k * kBytes, kBytes, 0, 1, k), -1) << "put " << k;
+      }
+      usleep(200 * 1000);  // one signal per logical put, none per part
+      EXPECT_EQ(pr.load(pr.sig(kCtxData, 5, 0)), 2u);
+    }
+    pr.finish();
+  });
+}
+
 // Two queues of one rank to the same peer: B is released entirely while A is held, so B must
 // finish on its own (queues never block each other); then A. done is per queue, in order.
 TEST(ProxyTest, TwoQueuesInterleave) {

@@ -136,6 +136,39 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmaTopology,
                                          Shape{3, 3, true}),
                          shapeName);
 
+// A rank that puts and destroys its communicator at once: streams do not wait for the network
+// completion of staged sources, so destroy must send what was released before it frees the
+// bounce rings (it once freed them first: EFAULT in the provider, the peer waited forever).
+TEST(Rma, DestroyRightAfterStagedPutsDeliversThem) {
+  RunOptions o = optionsFor(Shape{2, 1, false}, 120);
+  o.env.push_back({"RMACC_NET_BOUNCE", "always"});
+  o.env.push_back({"RMACC_NET_BOUNCE_CHUNK", "64K"});
+  o.env.push_back({"RMACC_TIMEOUT_S", "30"});
+  const size_t bytes = 16 << 20;
+  runRanks(2, o, [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    void* win = nullptr;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &win, bytes));
+    rmaccWindow_t handle;
+    RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), win, bytes, &handle));
+    if (ctx.rank == 0) {
+      std::vector<uint8_t> src(bytes);
+      for (size_t k = 0; k < bytes; ++k) src[k] = patternByte(0, 1, k);
+      RMACC_ASSERT_OK(rmaccPutSignal(src.data(), bytes, rmaccUint8, 1, handle, 0, 0, 0, 0,
+                                     comm.get(), comm.stream()));
+      RMACC_ASSERT_OK(comm.sync());  // returns once staged, long before the bytes are sent
+    } else {
+      rmaccWaitSignalDesc_t d{1, 0, 0, 0};
+      RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm.get(), comm.stream()));
+      RMACC_ASSERT_OK(comm.sync());
+      const uint8_t* p = static_cast<const uint8_t*>(win);
+      for (size_t k = 0; k < bytes; ++k)
+        ASSERT_EQ(p[k], patternByte(0, 1, k)) << "byte " << k;
+    }
+    // The window is never deregistered here: destroy releases it (rank 0 leaves first).
+  });
+}
+
 // 10,000 small puts in batches of 100; the resident size must not grow.
 class RmaSoak : public testing::TestWithParam<Shape> {};
 

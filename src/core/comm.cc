@@ -120,6 +120,9 @@ Comm::~Comm() {
     }
     userStreams_.clear();
   }
+  // The last puts may still read the bounce rings the RMA engine owns (seen: EFAULT from the
+  // provider when a communicator went right after its last call).
+  if (proxy_) proxy_->flush();
   rma_.reset();
   windows_.reset();
   landingMr_.reset();

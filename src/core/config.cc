@@ -169,6 +169,11 @@ Config Config::fromEnvironment() {
     if (!b || *b == 0) reject("RMACC_NET_BOUNCE_BYTES", v, "a positive byte size");
     c.bounceBytes = *b;
   }
+  if (const char* v = env("RMACC_NET_BOUNCE_CHUNK")) {
+    auto b = parseBytes(v);
+    if (!b || *b == 0) reject("RMACC_NET_BOUNCE_CHUNK", v, "a positive byte size");
+    c.bounceChunkBytes = *b;
+  }
   if (const char* v = env("RMACC_CE_STREAMS")) c.ceStreams = (int)parseInt("RMACC_CE_STREAMS", v, 1, 64);
   return c;
 }
@@ -179,7 +184,8 @@ void Config::log() const {
                                 "RMACC_RELAY_SLOTS", "RMACC_ENTRY_SYNC", "RMACC_MAX_PUT_BYTES",
                                 "RMACC_TIMEOUT_S", "RMACC_DUMP_PLAN", "RMACC_TRACE_FILE",
                                 "RMACC_CE_STREAMS", "RMACC_LANES", "RMACC_BOOTSTRAP_ADDR",
-                                "RMACC_NET_BOUNCE", "RMACC_NET_BOUNCE_BYTES", "RMACC_PROXY_POLL"};
+                                "RMACC_NET_BOUNCE", "RMACC_NET_BOUNCE_BYTES", "RMACC_NET_BOUNCE_CHUNK",
+                                "RMACC_PROXY_POLL"};
   for (const char* name : kVars)
     if (const char* v = env(name)) INFO(kSubsysEnv, "%s set by environment to %s", name, v);
   INFO(kSubsysEnv, "relay %zu bytes in %d slots, max put %zu bytes, timeout %.1f s", relayBytes,

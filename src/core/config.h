@@ -48,6 +48,10 @@ struct Config {
   // `auto` is eager when the process may use at least 4 cores per rank of its node.
   enum class ProxyPoll { kAuto, kEager, kSleep } proxyPoll = ProxyPoll::kAuto;
   size_t bounceBytes = 64ull << 20;             // RMACC_NET_BOUNCE_BYTES: smallest bounce ring
+  // RMACC_NET_BOUNCE_CHUNK: a staged put goes out in chunks of this size, so that staging one
+  // chunk overlaps sending the previous one (at most 255 chunks a put: larger puts use
+  // larger chunks).
+  size_t bounceChunkBytes = 4ull << 20;
 
   // Reads and validates the environment; throws Error(rmaccInvalidArgument) naming the
   // variable when a value is malformed.

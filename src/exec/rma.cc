@@ -1,5 +1,7 @@
 #include "exec/rma.h"
 
+#include <algorithm>
+
 #include "core/comm.h"
 #include "core/error.h"
 #include "exec/signal_space.h"
@@ -15,31 +17,17 @@ ProxyQueue& RmaEngine::queueFor(Stream& stream) {
   return *it->second;
 }
 
-void RmaEngine::proxyPut(Stream& stream, const ProxyPut& putIn, bool waitDone) {
+void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
   ProxyQueue& q = queueFor(stream);
-  ProxyPut put = putIn;
-  BounceRing* bounce = nullptr;
   if (put.bytes > 0 && (comm_.cfg().bounceAlways || !comm_.backend().nicAccessible(put.src))) {
-    // Device memory the network cannot read: the stream stages it in pinned memory first.
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto& ring = bounces_[&stream];
-      if (!ring) ring = std::make_unique<BounceRing>(comm_.backend(), *comm_.proxy(), comm_.cfg().bounceBytes);
-      bounce = ring.get();
-    }
-    char* staged = bounce->reserve(stream, put.bytes, q.done());
-    CopyDesc c{staged, put.src, put.bytes};
-    stream.copy(&c, 1);
-    put.src = staged;
-    put.srcDesc = bounce->desc();
+    stagedPut(stream, q, put);
+    return;
   }
   uint64_t seq = q.post(put);
-  if (bounce) bounce->used(seq);
   // Only a put that reads the caller's memory in place holds the stream (now or at
-  // waitProxyDone) until it completed locally: a pure signal reads nothing, and a staged
-  // source was already copied (the ring itself waits before reusing a region). Waiting on
-  // those anyway made every call end one network completion later (an ack round trip).
-  const bool readsCaller = put.bytes > 0 && !bounce;
+  // waitProxyDone) until it completed locally: a pure signal reads nothing. Waiting on those
+  // anyway made every call end one network completion later (an ack round trip).
+  const bool readsCaller = put.bytes > 0;
   if (readsCaller) {
     std::lock_guard<std::mutex> lock(mu_);
     lastSeq_[&stream] = seq;
@@ -48,6 +36,47 @@ void RmaEngine::proxyPut(Stream& stream, const ProxyPut& putIn, bool waitDone) {
   if (waitDone && readsCaller) {
     WaitDesc w{q.done(), seq};
     stream.waitValues(&w, 1);
+  }
+}
+
+// Device memory the network cannot read: the stream stages it in pinned memory chunk by chunk
+// and releases each chunk to the proxy once staged, so that staging chunk k+1 overlaps sending
+// chunk k; the peer's signal fires when the last chunk and all before it landed (ProxyPut's
+// final / priorPieces). The caller's memory is free once the last copy ran, so nothing waits for
+// the network here; the ring waits before it reuses a region.
+void RmaEngine::stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
+  BounceRing* ring;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& r = bounces_[&stream];
+    if (!r) r = std::make_unique<BounceRing>(comm_.backend(), *comm_.proxy(), comm_.cfg().bounceBytes);
+    ring = r.get();
+  }
+  // One piece per chunk, at most 255 chunks: the completion data counts 255 pieces a put.
+  constexpr size_t kMaxChunks = 255;
+  const size_t pieceMax = comm_.proxy()->maxPieceBytes();
+  const size_t chunk = std::min(
+      pieceMax, std::max(comm_.cfg().bounceChunkBytes, (put.bytes + kMaxChunks - 1) / kMaxChunks));
+  // Refused whole, before any part is posted (a put with no final part would never signal).
+  RMACC_ARG_CHECK((put.bytes + chunk - 1) / chunk <= kMaxChunks,
+                  "put of %zu bytes needs more than %zu pieces of at most %zu bytes; the completion "
+                  "data counts at most %zu (raise RMACC_MAX_PUT_BYTES)",
+                  put.bytes, kMaxChunks, pieceMax, kMaxChunks);
+  uint32_t prior = 0;
+  for (size_t off = 0; off < put.bytes; off += chunk, ++prior) {
+    ProxyPut part = put;
+    part.bytes = std::min(chunk, put.bytes - off);
+    part.dstOffset = put.dstOffset + off;
+    part.final = off + part.bytes == put.bytes;
+    part.priorPieces = part.final ? prior : 0;
+    char* staged = ring->reserve(stream, part.bytes, q.done());
+    CopyDesc c{staged, static_cast<const char*>(put.src) + off, part.bytes};
+    stream.copy(&c, 1);
+    part.src = staged;
+    part.srcDesc = ring->desc();
+    uint64_t seq = q.post(part);
+    ring->used(seq);
+    stream.writeValue(q.ready(), seq);
   }
 }
 

@@ -48,6 +48,7 @@ class RmaEngine {
   // holds back another's puts.
   ProxyQueue& queueFor(Stream& stream);
   void proxyPut(Stream& stream, const ProxyPut& put, bool waitDone);
+  void stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put);
 
   Comm& comm_;
   std::mutex mu_;

@@ -61,6 +61,7 @@ struct InFlight {
   void* desc = nullptr;                   // local descriptor of the source
   std::unique_ptr<MemoryRegion> tempMr;   // the proxy's own registration (FI_MR_LOCAL)
   std::unique_ptr<Piece[]> pieces;
+  bool predecessorsDone = true;  // see ProxyImpl::issue
   bool fullyIssued() const { return issued == nPieces; }
   bool finished() const { return completed == nPieces; }
 };
@@ -117,11 +118,13 @@ class ProxyImpl final : public Proxy {
   ~ProxyImpl() override;
 
   ProxyQueue* createQueue() override;
+  size_t maxPieceBytes() const override { return pieceMax_; }
   std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) override {
     return fabric_.registerMemory(ptr, bytes);
   }
   rmaccResult_t error(std::string* text) const override;
   void abort() override;
+  void flush() override;
   void setErrorHandler(std::function<void(rmaccResult_t, const std::string&)> fn) override {
     std::lock_guard<std::mutex> lock(errorMutex_);
     errorHandler_ = std::move(fn);
@@ -142,6 +145,7 @@ class ProxyImpl final : public Proxy {
   bool takeReleased(Queue& q, double now);
   bool issue(Queue& q);
   bool issuePiece(InFlight& f);
+  bool priorPartsDone(const Queue& q, size_t index) const;
   bool retire(Queue& q, double now);
   void checkTimeout(const Queue& q, double now);
   void fail(rmaccResult_t code, const std::string& text);
@@ -231,7 +235,8 @@ void ProxyImpl::validate(const ProxyPut& put) const {
                   "put of %zu bytes at offset %llu overruns rank %d's region of %llu bytes",
                   put.bytes, (unsigned long long)put.dstOffset, put.peer,
                   (unsigned long long)put.dst.size);
-  size_t pieces = piecesOf(put.bytes);
+  size_t pieces = piecesOf(put.bytes) + put.priorPieces;
+  RMACC_ARG_CHECK(put.final || put.priorPieces == 0, "a non-final part carries prior pieces");
   RMACC_ARG_CHECK(pieces <= kMaxPieces,
                   "put of %zu bytes needs %zu pieces of at most %zu bytes; the completion data "
                   "counts at most %zu (raise RMACC_MAX_PUT_BYTES)",
@@ -445,6 +450,9 @@ bool ProxyImpl::issue(Queue& q) {
   bool any = false;
   while (q.issueCursor_ < q.active_.size()) {
     InFlight& f = *q.active_[q.issueCursor_];
+    // The last part of a chunked put, on an unordered endpoint: its final piece may only go once
+    // every earlier part landed (their completions mean delivery), as for a split put's pieces.
+    f.predecessorsDone = ordered_ || f.put.priorPieces == 0 || priorPartsDone(q, q.issueCursor_);
     if (!f.pieces) {
       f.pieces.reset(new Piece[f.nPieces]);
       f.desc = f.put.srcDesc;
@@ -462,16 +470,26 @@ bool ProxyImpl::issue(Queue& q) {
   return any;
 }
 
+// Whether every put of `q` before position `index` of active_ completed (the parts of a chunked
+// put are consecutive in their queue, and active_ holds every released put not yet retired).
+bool ProxyImpl::priorPartsDone(const Queue& q, size_t index) const {
+  for (size_t i = 0; i < index; ++i)
+    if (!q.active_[i]->finished()) return false;
+  return true;
+}
+
 bool ProxyImpl::issuePiece(InFlight& f) {
   uint32_t i = f.issued;
   bool last = i + 1 == f.nPieces;
   // Unordered writes: the signalling piece goes last in time, once its siblings have landed
   // (their completions mean delivery, see Fabric::orderedWrites).
-  if (last && !ordered_ && f.completed < f.nPieces - 1) return false;
+  if (last && !ordered_ && (f.completed < f.nPieces - 1 || !f.predecessorsDone)) return false;
   size_t offset = (size_t)i * f.pieceBytes;
   size_t len = last ? f.put.bytes - offset : f.pieceBytes;
   const char* src = f.put.bytes ? (const char*)f.put.src + offset : nullptr;
-  uint32_t data = ImmData::encode(rank_, f.put.ctx, f.put.sigIdx, last ? (int)f.nPieces : 0);
+  const bool signals = last && f.put.final;
+  uint32_t data = ImmData::encode(rank_, f.put.ctx, f.put.sigIdx,
+                                  signals ? (int)(f.nPieces + f.put.priorPieces) : 0);
   Piece& piece = f.pieces[i];
   piece.put = &f;
   uint64_t remote = f.put.dst.addrOf(f.put.dstOffset + offset);
@@ -536,10 +554,7 @@ void ProxyImpl::drain() {
       if (f->issued > f->completed + f->errored) (void)f.release();
 }
 
-ProxyImpl::~ProxyImpl() {
-  // Streams do not wait for their puts' network completion (a signal reads no memory), so
-  // a stream may be done while its last puts are still to be sent: finish every released put
-  // before stopping, or a peer would wait forever for the final signal (seen: a barrier's).
+void ProxyImpl::flush() {
   const double deadline = nowS() + timeoutS_;
   const uint64_t from = rounds_.load(std::memory_order_acquire);
   while (!failed() && !aborted_.load() && nowS() < deadline) {
@@ -548,6 +563,12 @@ ProxyImpl::~ProxyImpl() {
     kick();
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+}
+
+ProxyImpl::~ProxyImpl() {
+  // A stream may be done while its last puts are still to be sent: finish every released put
+  // before stopping, or a peer would wait forever for the final signal (seen: a barrier's).
+  flush();
   stop_.store(true, std::memory_order_release);
   kick();
   if (thread_.joinable()) thread_.join();

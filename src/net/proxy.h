@@ -35,6 +35,12 @@ struct ProxyPut {
   uint64_t dstOffset = 0;
   int ctx = 0;
   int sigIdx = 0;
+  // One logical put may be posted as several consecutive puts of one queue (a staged source
+  // sent in chunks, so that staging chunk k+1 overlaps sending chunk k): every part but the
+  // last has `final` false and raises nothing at the peer; the last carries in `priorPieces`
+  // the pieces its predecessors sent, and the peer's signal fires once all of them landed.
+  bool final = true;
+  uint32_t priorPieces = 0;
 };
 
 // The ordered queue of one posting stream. Handshake (NCCL's readySeq/doneSeq): the host thread
@@ -58,12 +64,19 @@ class Proxy {
   virtual ~Proxy() = default;
   // A new queue; valid until the proxy is destroyed.
   virtual ProxyQueue* createQueue() = 0;
+  // Puts larger than this go out as several pieces (RMACC_MAX_PUT_BYTES, the provider's limit).
+  virtual size_t maxPieceBytes() const = 0;
   // Registers memory remote peers may write into (windows, relay, staging).
   virtual std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) = 0;
   // The first error the proxy met (rmaccSuccess while healthy) and its text.
   virtual rmaccResult_t error(std::string* text = nullptr) const = 0;
   // Stops issuing, fails every later wait of this proxy.
   virtual void abort() = 0;
+  // Returns once every put a stream released so far has completed (or the proxy failed, was
+  // aborted, or the timeout passed). Streams do not wait for the network completion of puts
+  // that read no caller memory, so whoever frees their sources (the bounce rings) or the proxy
+  // itself calls this first.
+  virtual void flush() = 0;
   // Called once, on the proxy thread, when the first error is recorded (not on abort()): the
   // communicator uses it to release stream waits (Backend::abort) instead of letting them run
   // into their timeout. Must not call back into the proxy. Set it before posting.
