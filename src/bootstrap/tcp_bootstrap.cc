@@ -23,6 +23,12 @@ std::string rankList(const std::vector<int>& ranks) {
   return s;
 }
 
+// A setup send or receive that did not complete: a timeout, or the peer went away.
+void throwUnlessOk(IoStatus st, const std::string& what) {
+  if (st != IoStatus::kOk)
+    RMACC_THROW(st == IoStatus::kTimeout ? rmaccTimeout : rmaccRemoteError, "%s", what.c_str());
+}
+
 }  // namespace
 
 TcpBootstrap::TcpBootstrap(const UniqueIdData& id, int rank, int nRanks, double timeoutS)
@@ -82,9 +88,7 @@ std::vector<WireAddr> TcpBootstrap::rendezvous(const UniqueIdData& id, Socket* l
 
   std::vector<WireAddr> table(nRanks_);
   st = root.recvAll(table.data(), table.size() * sizeof(WireAddr), deadline);
-  if (st != IoStatus::kOk)
-    RMACC_THROW(st == IoStatus::kTimeout ? rmaccTimeout : rmaccRemoteError,
-                "rank %d: the bootstrap root did not send the whole table", rank_);
+  throwUnlessOk(st, strprintf("rank %d: the bootstrap root did not send the whole table", rank_));
   return table;
 }
 
@@ -121,10 +125,8 @@ void TcpBootstrap::connectLower(const std::vector<WireAddr>& table, Deadline dea
     std::string name = strprintf("rank %d", j);
     Socket s = Socket::connect(SockAddr::fromWire(table[j]), deadline, name.c_str());
     PeerHello h = makeHello(j);
-    IoStatus st = s.sendAll(&h, sizeof(h), deadline);
-    if (st != IoStatus::kOk)
-      RMACC_THROW(st == IoStatus::kTimeout ? rmaccTimeout : rmaccRemoteError,
-                  "rank %d: could not say hello to rank %d during bootstrap", rank_, j);
+    throwUnlessOk(s.sendAll(&h, sizeof(h), deadline),
+                  strprintf("rank %d: could not say hello to rank %d during bootstrap", rank_, j));
     peers_[j]->sock = std::move(s);
   }
 }
@@ -143,10 +145,8 @@ void TcpBootstrap::acceptHigher(const Socket& listener, Deadline deadline) {
       return;
     }
     PeerHello reply = makeHello(from);
-    IoStatus st = s.sendAll(&reply, sizeof(reply), deadline);
-    if (st != IoStatus::kOk)
-      RMACC_THROW(st == IoStatus::kTimeout ? rmaccTimeout : rmaccRemoteError,
-                  "rank %d: rank %d closed its connection during bootstrap", rank_, from);
+    throwUnlessOk(s.sendAll(&reply, sizeof(reply), deadline),
+                  strprintf("rank %d: rank %d closed its connection during bootstrap", rank_, from));
     peers_[from]->sock = std::move(s);
     ++arrived;
   };

@@ -1,9 +1,9 @@
 #include "exec/collective.h"
 
-#include <chrono>
 #include <cstring>
 
 #include "core/comm.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "exec/signal_space.h"
@@ -33,10 +33,6 @@ size_t recordBytes(int n) { return sizeof(MetaHeader) + 3 * (size_t)n * sizeof(u
 // Control-plane tag of the count exchange's rail messages (one stream of them per peer pair;
 // messages of one (peer, tag) arrive in order, which orders the calls).
 constexpr uint32_t kCountsTag = 0x434e5453;  // "CNTS"
-
-double seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 constexpr size_t kPlanCacheSize = 16;
 constexpr size_t kPeerMapCacheSize = 64;
@@ -88,20 +84,15 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   task.args = std::move(args);
   std::lock_guard<std::mutex> lock(mu_);
   task.seq = ++nextSeq_;
-  task.queuedAt = seconds();
+  task.queuedAt = monotonicSeconds();
   if (task.args.rejected.empty()) {
     task.start = comm_.backend().createEvent();
-    TraceWriter* trace = comm_.trace();
-    auto t0 = std::make_shared<double>(0);
-    if (trace) user->hostCallback([t0] { *t0 = TraceWriter::nowUs(); });
-    user->record(*task.start);
-    WaitDesc w{doneFlag_, task.seq};
-    user->waitValues(&w, 1);
     // The call on the user's stream: from its start to its completion.
-    if (trace)
-      user->hostCallback([trace, t0, seq = task.seq] {
-        trace->op(seq, -1, "user", "call", -1, 0, *t0, TraceWriter::nowUs() - *t0);
-      });
+    TraceWriter::span(comm_.trace(), *user, task.seq, -1, "user", "call", -1, 0, [&] {
+      user->record(*task.start);
+      WaitDesc w{doneFlag_, task.seq};
+      user->waitValues(&w, 1);
+    });
   }
   uint64_t seq = task.seq;
   queue_.push_back(std::move(task));
@@ -306,7 +297,7 @@ void CollectiveEngine::runTask(Task& task) {
   const int n = comm_.nRanks(), me = comm_.rank();
   const Topology& topo = comm_.topo();
   AlltoallvArgs& a = task.args;
-  double t0 = seconds();
+  double t0 = monotonicSeconds();
   bool bad = !a.rejected.empty();
   Targets targets;
   if (!bad) chooseTargets(task, targets);
@@ -333,7 +324,7 @@ void CollectiveEngine::runTask(Task& task) {
   auto row = [&](int r) {
     return reinterpret_cast<const uint64_t*>(all.data() + recSize * r + sizeof(MetaHeader));
   };
-  const double exchanged = seconds();
+  const double exchanged = monotonicSeconds();
 
   // --- Validation: identical on every rank, so every rank reaches the same verdict.
   std::string error;
@@ -396,7 +387,7 @@ void CollectiveEngine::runTask(Task& task) {
   // Where a call's host time goes (bench/host.sh and bench/gpu.sh average these).
   INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us, plan+enqueue %.1f us",
        (unsigned long long)task.seq, (t0 - task.queuedAt) * 1e6, (exchanged - t0) * 1e6,
-       (seconds() - exchanged) * 1e6);
+       (monotonicSeconds() - exchanged) * 1e6);
 }
 
 std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handle, uint64_t seq) {

@@ -160,18 +160,8 @@ void Executor::run(const plan::Plan& plan, const CallBuffers& buffers, Event& st
       s.waitEvent(*after[d]);
       w = d;
     }
-    if (trace_) {
-      auto t0 = std::make_shared<double>(0);
-      s.hostCallback([t0] { *t0 = TraceWriter::nowUs(); });
-      enqueueOp(s, op, buffers);
-      const char* lane = plan::laneName(op.lane);
-      s.hostCallback([this, t0, op, lane, callSeq] {
-        trace_->op(callSeq, op.batch, lane, opName(op), op.peer, op.bytes, *t0,
-                   TraceWriter::nowUs() - *t0);
-      });
-    } else {
-      enqueueOp(s, op, buffers);
-    }
+    TraceWriter::span(trace_, s, callSeq, op.batch, plan::laneName(op.lane), opName(op), op.peer,
+                      op.bytes, [&] { enqueueOp(s, op, buffers); });
     if (crossDep[i]) {
       after[i] = &nextEvent();
       s.record(*after[i]);

@@ -1,14 +1,14 @@
 #include "exec/node_gather.h"
 
 #include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 
 #include "backend/host/host_futex.h"
+#include "backend/peer_fd.h"
 #include "backend/host/host_memory.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "exec/signal_space.h"
@@ -27,19 +27,6 @@ struct SegmentRecord {
   int64_t pid;
   HandleRecord handle;
 };
-
-double nowS() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-int openPidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-  (void)pid;
-  return -1;
-#endif
-}
 
 }  // namespace
 
@@ -61,7 +48,7 @@ NodeGather::NodeGather(Bootstrap& bootstrap, const Topology& topo, int rank, siz
     } else {
       p.map = host::importAllocation(records[p.rank].handle.handle());
       p.base = static_cast<char*>(p.map->ptr());
-      p.pidfd = openPidfd((pid_t)records[p.rank].pid);
+      p.pidfd = openPidfd((int)records[p.rank].pid);
     }
     peers_.push_back(std::move(p));
   }
@@ -80,7 +67,7 @@ void NodeGather::waitFor(const Peer& p, uint64_t seq) {
   auto* word = reinterpret_cast<volatile uint64_t*>(slot(p.base, seq));
   for (int i = 0; i < kSpinLoads; ++i)
     if (host::loadAcquire(word) >= seq) return;
-  const double deadline = nowS() + timeoutS_;
+  const double deadline = monotonicSeconds() + timeoutS_;
   for (;;) {
     uint64_t v = host::loadAcquire(word);
     if (v >= seq) return;
@@ -92,7 +79,7 @@ void NodeGather::waitFor(const Peer& p, uint64_t seq) {
       RMACC_THROW(rmaccRemoteError,
                   "count exchange of call %llu: rank %d (same node) exited before it arrived",
                   (unsigned long long)seq, p.rank);
-    if (nowS() > deadline)
+    if (monotonicSeconds() > deadline)
       RMACC_THROW(rmaccTimeout,
                   "count exchange of call %llu: rank %d (same node) did not arrive within %.1f s",
                   (unsigned long long)seq, p.rank, timeoutS_);

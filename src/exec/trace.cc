@@ -3,6 +3,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <memory>
+
+#include "core/clock.h"
 #include "core/log.h"
 
 namespace rmacc {
@@ -26,10 +29,19 @@ TraceWriter::~TraceWriter() {
   fclose(f_);
 }
 
-double TraceWriter::nowUs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+double TraceWriter::nowUs() { return monotonicSeconds() * 1e6; }
+
+void TraceWriter::span(TraceWriter* trace, Stream& s, uint64_t call, int batch, const char* lane,
+                       const char* name, int peer, uint64_t bytes,
+                       const std::function<void()>& enqueue) {
+  if (!trace) {
+    enqueue();
+    return;
+  }
+  auto t0 = std::make_shared<double>(0);
+  s.hostCallback([t0] { *t0 = nowUs(); });
+  enqueue();
+  s.hostCallback([=] { trace->op(call, batch, lane, name, peer, bytes, *t0, nowUs() - *t0); });
 }
 
 void TraceWriter::op(uint64_t call, int batch, const char* lane, const char* name, int peer,

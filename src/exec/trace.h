@@ -5,8 +5,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <string>
+
+#include "backend/backend.h"
 
 namespace rmacc {
 
@@ -17,6 +20,11 @@ class TraceWriter {
   void op(uint64_t call, int batch, const char* lane, const char* name, int peer,
           uint64_t bytes, double startUs, double durUs);
   static double nowUs();
+  // Runs `enqueue` (work it puts on `s`) between two stream-ordered host callbacks and records
+  // the span as one event. `trace` may be null: then it only runs `enqueue`.
+  static void span(TraceWriter* trace, Stream& s, uint64_t call, int batch, const char* lane,
+                   const char* name, int peer, uint64_t bytes,
+                   const std::function<void()>& enqueue);
 
  private:
   std::mutex mu_;

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "net/proxy_backoff.h"
@@ -28,11 +29,6 @@
 
 namespace rmacc {
 namespace {
-
-double nowS() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 uint64_t loadAcquire(volatile uint64_t* p) {
   return __atomic_load_n(const_cast<uint64_t*>(p), __ATOMIC_ACQUIRE);
@@ -314,7 +310,7 @@ void ProxyImpl::run() {
     } catch (const std::exception& e) {
       fail(rmaccInternalError, strprintf("rank %d: proxy: %s", rank_, e.what()));
     }
-    double now = nowS();
+    double now = monotonicSeconds();
     if (busy) {
       backoff.active(now);
       continue;
@@ -324,7 +320,7 @@ void ProxyImpl::run() {
                                                        : ProxyBackoff::kNothing;
     double s = backoff.idle(now, waiting);
     // Woken by a post (its ready store is probably close) or by the network: poll eagerly.
-    if (s > 0 && sleepFor(s)) backoff.active(nowS());
+    if (s > 0 && sleepFor(s)) backoff.active(monotonicSeconds());
   }
   INFO(kSubsysProxy, "proxy of rank %d stops: %llu pieces issued, %llu -FI_EAGAIN retries", rank_,
        (unsigned long long)piecesIssued_, (unsigned long long)eagains_);
@@ -348,7 +344,7 @@ bool ProxyImpl::sleepFor(double seconds) {
 bool ProxyImpl::round() {
   bool busy = pollCompletions();
   refreshQueues();
-  double now = nowS();
+  double now = monotonicSeconds();
   awaitingRelease_ = false;
   bool quiet = true;
   for (Queue* q : mine_) {
@@ -408,7 +404,7 @@ void ProxyImpl::onRemoteData(uint32_t data) {
   size_t slot = layout_.index(d.ctx, d.sigIdx, d.src);
   uint32_t fired = tally_.add(slot, d.chunks);
   if (fired == 0) return;
-  if (trace_) trace_("net recv", d.src, 0, nowS() * 1e6, 0);
+  if (trace_) trace_("net recv", d.src, 0, monotonicSeconds() * 1e6, 0);
   // The proxy is the only writer of its signal slots, so read-modify-write is race-free.
   uint64_t value = loadAcquire(&signals_[slot]) + fired;
   backend_.hostWrite(&signals_[slot], value);
@@ -538,8 +534,8 @@ void ProxyImpl::checkTimeout(const Queue& q, double now) {
 // purpose: freeing it would hand the provider dangling contexts.
 void ProxyImpl::drain() {
   double limit = (aborted_.load() || failed()) ? 0.2 : std::min(timeoutS_, 5.0);
-  double deadline = nowS() + limit;
-  while (outstanding_ > 0 && nowS() < deadline) {
+  double deadline = monotonicSeconds() + limit;
+  while (outstanding_ > 0 && monotonicSeconds() < deadline) {
     try {
       if (!pollCompletions()) sleepFor(50e-6);
     } catch (const std::exception& e) {
@@ -555,9 +551,9 @@ void ProxyImpl::drain() {
 }
 
 void ProxyImpl::flush() {
-  const double deadline = nowS() + timeoutS_;
+  const double deadline = monotonicSeconds() + timeoutS_;
   const uint64_t from = rounds_.load(std::memory_order_acquire);
-  while (!failed() && !aborted_.load() && nowS() < deadline) {
+  while (!failed() && !aborted_.load() && monotonicSeconds() < deadline) {
     if (rounds_.load(std::memory_order_acquire) > from + 1 && quiet_.load(std::memory_order_acquire))
       break;
     kick();

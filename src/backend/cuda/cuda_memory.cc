@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,14 +11,11 @@
 #include <cstring>
 #include <string>
 
+#include "backend/peer_fd.h"
+
 namespace rmacc::cuda {
 
 namespace {
-
-// Syscall numbers spelled out so that libc headers without the wrappers still build (the
-// unified numbers, the same on x86-64 and aarch64).
-constexpr long kSysPidfdOpen = 434;
-constexpr long kSysPidfdGetfd = 438;
 
 CUmemAllocationProp allocationProp(const BackendState& state) {
   CUmemAllocationProp prop = {};
@@ -38,34 +34,6 @@ size_t recommendedGranularity(const CUmemAllocationProp& prop) {
       driver().cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
   RMACC_ENFORCE(g > 0, "zero allocation granularity");
   return g;
-}
-
-// The owner's fd, duplicated into this process. pidfd_getfd duplicates the very open file the
-// driver handed out, which is what the import needs. /proc/<pid>/fd/<fd> is the fallback where
-// pidfd_getfd is refused (Yama ptrace_scope=1 between sibling processes, seccomp filters); it
-// opens the file anew, which yields the same object only for some kinds of fd. Our own fds
-// (the owner importing its own allocation) are simply dup'ed.
-int fetchPeerFd(int pid, int fd, std::string* why) {
-  if (pid == getpid()) {
-    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (dup < 0) *why = strprintf("dup of own fd %d: %s", fd, strerror(errno));
-    return dup;
-  }
-  int pidfd = (int)syscall(kSysPidfdOpen, pid, 0);
-  if (pidfd >= 0) {
-    int got = (int)syscall(kSysPidfdGetfd, pidfd, fd, 0);
-    int err = errno;
-    close(pidfd);
-    if (got >= 0) return got;
-    *why = strprintf("pidfd_getfd: %s", strerror(err));
-  } else {
-    *why = strprintf("pidfd_open: %s", strerror(errno));
-  }
-  std::string path = strprintf("/proc/%d/fd/%d", pid, fd);
-  int got = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (got >= 0) return got;
-  *why += strprintf("; open %s: %s", path.c_str(), strerror(errno));
-  return -1;
 }
 
 }  // namespace
@@ -161,7 +129,9 @@ DeviceMapping::DeviceMapping(std::shared_ptr<BackendState> state, const CudaWire
     : state_(std::move(state)), size_(h.size) {
   ContextGuard guard(*state_);
   std::string why;
-  int fd = fetchPeerFd(h.pid, h.fd, &why);
+  // Our own allocation (a rank importing what it exported) is simply dup'ed.
+  int fd = h.pid == getpid() ? fcntl(h.fd, F_DUPFD_CLOEXEC, 0) : fetchPeerFd(h.pid, h.fd, &why);
+  if (fd < 0 && h.pid == getpid()) why = strprintf("dup of own fd: %s", strerror(errno));
   if (fd < 0)
     RMACC_THROW(rmaccSystemError, "import: cannot fetch fd %d of pid %d: %s", h.fd, h.pid,
                 why.c_str());

@@ -1,9 +1,7 @@
 #include "backend/host/host_memory.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,17 +9,13 @@
 #include <cstring>
 #include <string>
 
+#include "backend/peer_fd.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace rmacc::host {
 
 namespace {
-
-// Fixed numbers so that old libc headers without the wrappers still build; the same on every
-// architecture that has them (unified syscall table since 5.x).
-constexpr long kSysPidfdOpen = 434;
-constexpr long kSysPidfdGetfd = 438;
 
 // mmap cannot map 0 bytes; a 0-byte allocation still gets a valid, distinct pointer.
 size_t mapBytes(size_t size) { return size ? size : 1; }
@@ -40,35 +34,6 @@ void* mapFd(int fd, size_t size, bool populate) {
   void* p = mmap(nullptr, mapBytes(size), PROT_READ | PROT_WRITE,
                  MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
   return p == MAP_FAILED ? nullptr : p;
-}
-
-// Fetches the owner's fd: pidfd_getfd first (no /proc needed), /proc/<pid>/fd/<fd> second
-// (works under Yama ptrace_scope=1 between sibling processes, where pidfd_getfd does not).
-// Returns the fd and sets `how` to the way that worked, or returns -1 and sets `how` to why
-// both failed.
-int fetchFd(const WireHandle& h, std::string* how) {
-  int pidfd = (int)syscall(kSysPidfdOpen, h.pid, 0);
-  if (pidfd >= 0) {
-    int fd = (int)syscall(kSysPidfdGetfd, pidfd, h.fd, 0);
-    int err = errno;
-    close(pidfd);
-    if (fd >= 0) {
-      *how = "pidfd_getfd";
-      return fd;
-    }
-    *how = strprintf("pidfd_getfd: %s", strerror(err));
-  } else {
-    *how = strprintf("pidfd_open: %s", strerror(errno));
-  }
-  std::string path = strprintf("/proc/%d/fd/%d", h.pid, h.fd);
-  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd >= 0) {
-    INFO(kSubsysAlloc, "import: %s; using %s", how->c_str(), path.c_str());
-    *how = "/proc";
-    return fd;
-  }
-  *how += strprintf("; open %s: %s", path.c_str(), strerror(errno));
-  return -1;
 }
 
 // The fd number in the handle may by now name another file of the owner: check the memfd's
@@ -135,7 +100,7 @@ std::unique_ptr<Mapping> importAllocation(const ExportHandle& handle) {
   memcpy(&h, handle.data(), sizeof(h));
   RMACC_ARG_CHECK(h.magic == WireHandle::kMagic, "import: not a host-backend handle");
   std::string how;
-  FdCloser fd{fetchFd(h, &how)};
+  FdCloser fd{fetchPeerFd(h.pid, h.fd, &how)};
   if (fd.fd < 0)
     RMACC_THROW(rmaccSystemError,
                 "cannot import allocation %016llx from pid %d (fd %d): %s. Both processes must "

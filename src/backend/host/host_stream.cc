@@ -8,18 +8,13 @@
 #include <cstring>
 
 #include "backend/host/host_futex.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace rmacc::host {
 
 namespace {
-
-double nowS() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 HostEvent& toHostEvent(Event& event) {
   auto* e = dynamic_cast<HostEvent*>(&event);
@@ -202,7 +197,7 @@ void HostStream::runCopies(const CopyOp& op) {
 }
 
 void HostStream::runWaits(const WaitOp& op) {
-  double deadline = nowS() + backend_->timeoutS;
+  double deadline = monotonicSeconds() + backend_->timeoutS;
   for (size_t i = 0; i < op.waits.size(); ++i) {
     const WaitDesc& w = op.waits[i];
     // Published before the abort check, so abort() either is seen here or wakes our futex.
@@ -212,7 +207,7 @@ void HostStream::runWaits(const WaitOp& op) {
         waitingOn_.store(nullptr);
         throwAborted("waiting for a signal");
       }
-      double left = deadline - nowS();
+      double left = deadline - monotonicSeconds();
       if (left <= 0) {
         waitingOn_.store(nullptr);
         RMACC_THROW(rmaccTimeout,
