@@ -105,12 +105,21 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuAlltoallv,
                            return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.local);
                          });
 
-// put/signal/wait on device windows inside a node (CE) and from device memory to a pinned
-// host window across emulated nodes (proxy, bounce-staged source).
+// put/signal/wait from device memory: into device windows inside a node (CE); across
+// emulated nodes (proxy, bounce-staged source) into a pinned host window (the network writes
+// it) and into device windows, rmaccMemAlloc'd and cudaMalloc'd (no GPU-direct provider: the
+// chunks land in the target's pinned landing slots and its proxy copies them in, H2D).
+enum class WindowKind { kLibrary, kPinnedHost, kCudaMalloc };
+
 TEST(GpuRma, PutSignalWait) {
   int nGpu = gpuCount();
   if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
-  for (Shape shape : {Shape{1, 2}, Shape{2, 1}}) {
+  const std::pair<Shape, WindowKind> cases[] = {{Shape{1, 2}, WindowKind::kLibrary},
+                                                {Shape{2, 1}, WindowKind::kPinnedHost},
+                                                {Shape{2, 1}, WindowKind::kLibrary},
+                                                {Shape{2, 1}, WindowKind::kCudaMalloc}};
+  for (auto [shape, kind] : cases) {
+    SCOPED_TRACE(testing::Message() << shape.nodes << "x" << shape.local << " window kind " << (int)kind);
     RunOptions o;
     o.nodeOf = blockNodes(shape.nodes, shape.local);
     o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"}};
@@ -122,14 +131,15 @@ TEST(GpuRma, PutSignalWait) {
       CUDA_OK(cudaStreamCreate(&stream));
       const size_t bytes = 32 << 20;
       void* win = nullptr;
-      if (shape.nodes == 1) RMACC_OK(rmaccMemAlloc(comm, &win, bytes), comm);
+      if (kind == WindowKind::kLibrary) RMACC_OK(rmaccMemAlloc(comm, &win, bytes), comm);
+      else if (kind == WindowKind::kCudaMalloc) CUDA_OK(cudaMalloc(&win, bytes));
       else CUDA_OK(cudaHostAlloc(&win, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
       rmaccWindow_t handle;
       RMACC_OK(rmaccCommWindowRegister(comm, win, bytes, &handle), comm);
       void* src;
       CUDA_OK(cudaMalloc(&src, bytes));
       std::vector<uint8_t> h(bytes);
-      for (int round = 0; round < 20; ++round) {
+      for (int round = 0; round < 26; ++round) {  // 1 B to 32 MiB
         size_t size = (size_t)1 << (round % 26), off = (round * 4099) % (bytes - size + 1);
         for (size_t i = 0; i < size; ++i) h[i] = patternByte(ctx.rank, 1 - ctx.rank, i, round);
         CUDA_OK(cudaMemcpy(src, h.data(), size, cudaMemcpyHostToDevice));
@@ -145,7 +155,11 @@ TEST(GpuRma, PutSignalWait) {
         RMACC_OK(rmaccStreamSynchronize(comm, stream), comm);
       }
       RMACC_OK(rmaccCommWindowDeregister(comm, handle), comm);
+      if (kind == WindowKind::kLibrary) RMACC_OK(rmaccMemFree(comm, win), comm);
       RMACC_OK(rmaccCommDestroy(comm), nullptr);
+      CUDA_OK(cudaFree(src));
+      if (kind == WindowKind::kCudaMalloc) CUDA_OK(cudaFree(win));
+      if (kind == WindowKind::kPinnedHost) CUDA_OK(cudaFreeHost(win));
     });
   }
 }

@@ -181,6 +181,40 @@ TEST_P(DeadPeer, SurvivorsGetAnErrorWithinTimeout) {
   EXPECT_EQ(status[n - 1], 128 + SIGKILL);
 }
 
+// The target of landing puts dies: the source soon has no free slot there (no credits come
+// back) and must get an error within the timeout instead of waiting for credits forever.
+TEST(DeadPeerLanding, SourceWaitingForCreditsGetsAnError) {
+  RunOptions o = netOptions({0, 1});
+  o.env.push_back({"RMACC_TIMEOUT_S", "5"});
+  o.env.push_back({"RMACC_NET_LANDING", "always"});
+  o.env.push_back({"RMACC_NET_LANDING_BYTES", "256K"});  // 4 slots of 64 KiB
+  const size_t bytes = 4 << 20;
+  std::vector<int> status = runRanksStatus(2, o, [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    void* mem = nullptr;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &mem, bytes));
+    rmaccWindow_t win;
+    RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), mem, bytes, &win));
+    RMACC_ASSERT_OK(rmaccBarrier(comm.get(), comm.stream()));
+    RMACC_ASSERT_OK(comm.sync());
+    if (ctx.rank == 1) raise(SIGKILL);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<char> data(bytes, 1);
+    rmaccResult_t r = rmaccSuccess;
+    for (int i = 0; i < 100 && r == rmaccSuccess; ++i) {
+      rmaccPutSignal(data.data(), bytes, rmaccUint8, 1, win, 0, 0, 0, 0, comm.get(), comm.stream());
+      r = comm.sync();
+    }
+    EXPECT_TRUE(r == rmaccRemoteError || r == rmaccTimeout || r == rmaccNetworkError)
+        << rmaccGetErrorString(r);
+    EXPECT_LT(since(t0), 5.0 + 10.0) << "error took longer than the timeout";
+    rmaccCommAbort(comm.get());
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  });
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 128 + SIGKILL);
+}
+
 INSTANTIATE_TEST_SUITE_P(Topologies, DeadPeer,
                          testing::Values(std::vector<int>{0, 0, 0}, std::vector<int>{0, 1, 0, 1}));
 

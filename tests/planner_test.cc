@@ -108,6 +108,22 @@ void moveOp(Plan& p, int rank, int from, int to) {
   ops = moved;
 }
 
+// Landing-zone rows: every rank of another node gets a distinct row, in rank order, whatever
+// the placement; ranks of the same node get none.
+TEST(Topology, RemoteIndexNumbersOtherNodesRanks) {
+  for (const Topology& t : {Topology::blocks(2, 1), Topology::blocks(3, 4),
+                            Topology::fromNodeOf({0, 1, 2, 0, 1, 2, 0, 1, 2})}) {
+    for (int of = 0; of < t.nRanks(); ++of) {
+      int next = 0;
+      for (int from = 0; from < t.nRanks(); ++from) {
+        if (t.sameNode(of, from)) EXPECT_EQ(t.remoteIndex(of, from), -1);
+        else EXPECT_EQ(t.remoteIndex(of, from), next++) << t.describe() << " of " << of;
+      }
+      EXPECT_EQ(next, t.nRanks() - t.localSize());
+    }
+  }
+}
+
 TEST(Planner, RejectsBadArguments) {
   const Topology t = Topology::blocks(2, 2);
   const auto b = counts(4, [](int, int) { return 8; });

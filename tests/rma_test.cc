@@ -136,6 +136,93 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmaTopology,
                                          Shape{3, 3, true}),
                          shapeName);
 
+// Windows the network cannot write (device memory without a GPU-direct provider) take puts
+// from other nodes through the target's landing zone; RMACC_NET_LANDING=always sends host
+// windows that way too. A 1 MiB zone makes 64-256 KiB slots, so the 4 MiB puts go through
+// 4 slots in 16-64 chunks on credits; with staged sources (RMACC_NET_BOUNCE=always) a put
+// arrives as several parts of one logical put.
+struct LandingCase {
+  Shape shape;
+  bool staged;
+};
+
+class RmaLanding : public testing::TestWithParam<LandingCase> {};
+
+RunOptions landingOptions(const LandingCase& c) {
+  RunOptions o = optionsFor(c.shape);
+  o.env.push_back({"RMACC_NET_LANDING", "always"});
+  o.env.push_back({"RMACC_NET_LANDING_BYTES", "1M"});
+  if (c.staged) {
+    o.env.push_back({"RMACC_NET_BOUNCE", "always"});
+    o.env.push_back({"RMACC_NET_BOUNCE_CHUNK", "1M"});
+  }
+  return o;
+}
+
+TEST_P(RmaLanding, RandomPutsVerifiedAtSignal) {
+  const LandingCase c = GetParam();
+  int n = c.shape.nodes * c.shape.local;
+  runRanks(n, landingOptions(c), [&](const RankContext& ctx) { randomPuts(ctx, 24, 4 << 20); });
+}
+
+// Two streams of one rank put into the same peer at once and share its slots; the peer's
+// signals count puts, not chunks, and every byte is in place when they fire.
+void twoStreamsIntoOnePeer(const LandingCase& c) {
+  const int kPuts = 8;
+  const size_t kBytes = 3 << 20;
+  runRanks(2, landingOptions(c), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    void* win = nullptr;
+    const size_t window = 2 * kPuts * kBytes;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &win, window));
+    rmaccWindow_t handle;
+    RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), win, window, &handle));
+    if (ctx.rank == 0) {
+      rmaccStream_t second;
+      RMACC_ASSERT_OK(rmaccStreamCreate(comm.get(), &second));
+      std::vector<uint8_t> src(window);
+      for (size_t k = 0; k < window; ++k) src[k] = patternByte(0, 1, k);
+      for (int i = 0; i < 2 * kPuts; ++i) {
+        rmaccStream_t s = i % 2 ? second : comm.stream();
+        RMACC_ASSERT_OK(rmaccPutSignal(src.data() + i * kBytes, kBytes, rmaccUint8, 1, handle,
+                                       i * kBytes, i % 2, 0, 0, comm.get(), s));
+      }
+      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), second));
+      RMACC_ASSERT_OK(rmaccStreamDestroy(comm.get(), second));
+      RMACC_ASSERT_OK(comm.sync());
+    } else {
+      rmaccWaitSignalDesc_t d[2] = {{kPuts, 0, 0, 0}, {kPuts, 0, 1, 0}};
+      RMACC_ASSERT_OK(rmaccWaitSignal(2, d, comm.get(), comm.stream()));
+      RMACC_ASSERT_OK(comm.sync());
+      const uint8_t* p = static_cast<const uint8_t*>(win);
+      for (size_t k = 0; k < window; ++k) ASSERT_EQ(p[k], patternByte(0, 1, k)) << "byte " << k;
+    }
+    RMACC_ASSERT_OK(rmaccBarrier(comm.get(), comm.stream()));
+    RMACC_ASSERT_OK(comm.sync());
+    RMACC_ASSERT_OK(rmaccCommWindowDeregister(comm.get(), handle));
+    RMACC_ASSERT_OK(rmaccMemFree(comm.get(), win));
+  });
+}
+
+TEST(RmaLandingStreams, TwoStreamsShareThePeersSlots) {
+  twoStreamsIntoOnePeer({{2, 1, false}, false});
+}
+
+TEST(RmaLandingStreams, TwoStreamsShareThePeersSlotsStaged) {
+  twoStreamsIntoOnePeer({{2, 1, false}, true});
+}
+
+INSTANTIATE_TEST_SUITE_P(Zone, RmaLanding,
+                         testing::Values(LandingCase{{2, 1, false}, false},
+                                         LandingCase{{2, 1, false}, true},
+                                         LandingCase{{2, 2, true}, false},
+                                         LandingCase{{3, 3, true}, true}),
+                         [](const testing::TestParamInfo<LandingCase>& info) {
+                           Shape s = info.param.shape;
+                           return std::to_string(s.nodes) + "x" + std::to_string(s.local) +
+                                  (info.param.staged ? "_staged" : "");
+                         });
+
 // A rank that puts and destroys its communicator at once: streams do not wait for the network
 // completion of staged sources, so destroy must send what was released before it frees the
 // bounce rings (it once freed them first: EFAULT in the provider, the peer waited forever).

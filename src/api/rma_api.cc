@@ -106,11 +106,6 @@ RMACC_API rmaccResult_t rmaccPutSignal(const void* localbuff, size_t count, rmac
     RMACC_ARG_CHECK(peerWinOffset <= t.size && bytes <= t.size - peerWinOffset,
                     "%zu bytes at offset %zu do not fit rank %d's window of %zu bytes", bytes,
                     peerWinOffset, peer, t.size);
-    if (!t.networkWritable)
-      RMACC_THROW(rmaccInvalidUsage,
-                  "rank %d's window is device memory the network provider cannot write (no "
-                  "FI_HMEM for CUDA); cross-node puts need host-memory windows or a GPU-direct "
-                  "provider", peer);
     onStream(c, stream, [&](Stream& s) {
       c.rma().put(s, localbuff, bytes, peer, t, peerWinOffset, ctx, sigIdx);
     });

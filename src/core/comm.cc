@@ -93,10 +93,10 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
       backend_->abort();
       bootstrap_->abort();
     });
-    landing_ = backend_->allocateNicVisible(64);
-    landingMr_ = proxy_->registerMemory(landing_->ptr(), landing_->size());
+    signalPad_ = backend_->allocateNicVisible(64);
+    signalPadMr_ = proxy_->registerMemory(signalPad_->ptr(), signalPad_->size());
     signalTargets_.assign(nRanks, RemoteRegion{});
-    signalTargets_[rank] = landingMr_->remote();
+    signalTargets_[rank] = signalPadMr_->remote();
     bootstrap_->allGather(signalTargets_.data(), sizeof(RemoteRegion));
     INFO(kSubsysNet, "network provider %s", fabric_->providerName().c_str());
   }
@@ -125,13 +125,34 @@ Comm::~Comm() {
   if (proxy_) proxy_->flush();
   rma_.reset();
   windows_.reset();
-  landingMr_.reset();
-  proxy_.reset();
+  signalPadMr_.reset();
+  proxy_.reset();  // before the landing zone: the proxy thread copies out of it
   landing_.reset();
+  signalPad_.reset();
   fabric_.reset();
   signals_.reset();
   backend_.reset();
   bootstrap_.reset();
+}
+
+LandingZone& Comm::landingZone() {
+  std::lock_guard<std::mutex> lock(landingMu_);
+  if (landing_) return *landing_;
+  RMACC_ENFORCE(proxy_ != nullptr, "landing zone on a single-node communicator");
+  const int sources = nRanks_ - topo_.localSize();
+  constexpr uint32_t kSlots = 4;  // per source: enough to keep a chunk on the wire while
+                                  // earlier ones are copied in
+  const uint64_t slotBytes = landingSlotBytes(cfg_.landingBytes, sources, kSlots, 4ull << 20);
+  std::vector<int> rows(nRanks_);
+  for (int r = 0; r < nRanks_; ++r) rows[r] = topo_.remoteIndex(rank_, r);
+  auto memory = backend_->allocateNicVisible((size_t)sources * kSlots * (kLandingHeaderBytes + slotBytes));
+  auto mr = proxy_->registerMemory(memory->ptr(), memory->size());
+  landing_ = std::make_unique<LandingZone>(*backend_, std::move(memory), std::move(mr),
+                                           std::move(rows), kSlots, slotBytes);
+  proxy_->attachLanding(landing_.get(), signalTargets_);
+  INFO(kSubsysNet, "landing zone: %d sources x %u slots of %llu bytes", sources, kSlots,
+       (unsigned long long)slotBytes);
+  return *landing_;
 }
 
 void* Comm::createUserStream() {

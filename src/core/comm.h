@@ -48,6 +48,9 @@ class Comm {
   // Where a zero-byte proxy put (a pure signal) to `peer` lands: providers verify the key of
   // even an empty write, so every rank registers a small region for them.
   const RemoteRegion& signalTarget(int peer) const { return signalTargets_[peer]; }
+  // Where other nodes' puts into this rank's windows land when the network cannot write them
+  // (net/landing.h): created on first use (a window registration), multi-node only.
+  LandingZone& landingZone();
 
   // Streams handed out by rmaccStreamCreate, owned here.
   void* createUserStream();
@@ -83,8 +86,10 @@ class Comm {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Fabric> fabric_;
   std::unique_ptr<Proxy> proxy_;
-  std::unique_ptr<Allocation> landing_;
-  std::unique_ptr<MemoryRegion> landingMr_;
+  std::unique_ptr<Allocation> signalPad_;  // where pure signals from other nodes land
+  std::unique_ptr<MemoryRegion> signalPadMr_;
+  std::mutex landingMu_;
+  std::unique_ptr<LandingZone> landing_;
   std::vector<RemoteRegion> signalTargets_;
   std::unique_ptr<SignalSpace> signals_;
   std::unique_ptr<WindowRegistry> windows_;

@@ -174,6 +174,16 @@ Config Config::fromEnvironment() {
     if (!b || *b == 0) reject("RMACC_NET_BOUNCE_CHUNK", v, "a positive byte size");
     c.bounceChunkBytes = *b;
   }
+  if (const char* v = env("RMACC_NET_LANDING")) {
+    if (!strcasecmp(v, "auto")) c.landingAlways = false;
+    else if (!strcasecmp(v, "always")) c.landingAlways = true;
+    else reject("RMACC_NET_LANDING", v, "auto or always");
+  }
+  if (const char* v = env("RMACC_NET_LANDING_BYTES")) {
+    auto b = parseBytes(v);
+    if (!b || *b == 0) reject("RMACC_NET_LANDING_BYTES", v, "a positive byte size");
+    c.landingBytes = *b;
+  }
   if (const char* v = env("RMACC_CE_STREAMS")) c.ceStreams = (int)parseInt("RMACC_CE_STREAMS", v, 1, 64);
   return c;
 }
@@ -185,7 +195,8 @@ void Config::log() const {
                                 "RMACC_TIMEOUT_S", "RMACC_DUMP_PLAN", "RMACC_TRACE_FILE",
                                 "RMACC_CE_STREAMS", "RMACC_LANES", "RMACC_BOOTSTRAP_ADDR",
                                 "RMACC_NET_BOUNCE", "RMACC_NET_BOUNCE_BYTES", "RMACC_NET_BOUNCE_CHUNK",
-                                "RMACC_PROXY_POLL"};
+                                "RMACC_PROXY_POLL", "RMACC_NET_LANDING",
+                                "RMACC_NET_LANDING_BYTES"};
   for (const char* name : kVars)
     if (const char* v = env(name)) INFO(kSubsysEnv, "%s set by environment to %s", name, v);
   INFO(kSubsysEnv, "relay %zu bytes in %d slots, max put %zu bytes, timeout %.1f s", relayBytes,

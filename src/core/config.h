@@ -52,6 +52,13 @@ struct Config {
   // chunk overlaps sending the previous one (at most 255 chunks a put: larger puts use
   // larger chunks).
   size_t bounceChunkBytes = 4ull << 20;
+  // RMACC_NET_LANDING: `auto` lands cross-node puts in pinned slots on the target (copied in by
+  // its proxy) only for windows the network cannot write (device memory, no GPU-direct
+  // provider); `always` does it for every window, so machines without GPUs exercise that path.
+  bool landingAlways = false;
+  // RMACC_NET_LANDING_BYTES: pinned landing memory a rank with such windows sets aside for all
+  // its remote sources together (4 slots each, 64 KiB to 4 MiB a slot).
+  size_t landingBytes = 64ull << 20;
 
   // Reads and validates the environment; throws Error(rmaccInvalidArgument) naming the
   // variable when a value is malformed.

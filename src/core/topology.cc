@@ -77,4 +77,11 @@ std::string Topology::describe() const {
   return s;
 }
 
+int Topology::remoteIndex(int of, int from) const {
+  if (sameNode(of, from)) return -1;
+  int below = 0;  // ranks of `of`'s node numbered below `from`
+  for (int l = 0; l < localSize_; ++l) below += rankAt(nodeOf(of), l) < from;
+  return from - below;
+}
+
 }  // namespace rmacc

@@ -28,6 +28,9 @@ class Topology {
   bool sameNode(int a, int b) const { return nodeOf_[a] == nodeOf_[b]; }
   // The rank that relays data from `src` to `dst`: the rank of dst's node on src's rail.
   int railPeer(int src, int dstNode) const { return rankAt(dstNode, localRankOf(src)); }
+  // `from`'s position among the ranks outside `of`'s node, in rank order (0 .. nRanks -
+  // localSize - 1); -1 when both share a node. Rows of a landing zone (net/landing.h).
+  int remoteIndex(int of, int from) const;
 
   // Node rounds (DESIGN.md §2): in round k (1..nNodes-1) node A sends to A+delta(k) and
   // receives from A-delta(k), mod nNodes. Each round is a perfect matching between nodes.

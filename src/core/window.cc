@@ -18,6 +18,11 @@ struct WindowRecord {
   uint8_t exportable;    // the node's other ranks can map it
   uint8_t nicWritable;   // the network can write it (host memory, or a GPU-direct provider)
   RemoteRegion remote;   // valid on multi-node communicators
+  // Set when other nodes' puts must land in this rank's landing zone (net/landing.h).
+  RemoteRegion landing;
+  uint32_t landingSlots;
+  uint64_t landingSlotBytes;
+  uint64_t base;         // the window's address in its owner's process
   HandleRecord handle;
 };
 
@@ -102,7 +107,16 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
   bool needsExport = topo.localSize() > 1 && bytes > 0;
   bool ok = !needsExport || a != nullptr;
   rec.nicWritable = bytes == 0 || comm_.backend().nicAccessible(buff);
-  if (ok && comm_.multiNode() && bytes > 0 && rec.nicWritable) {
+  rec.base = (uint64_t)(uintptr_t)buff;
+  const bool landed = ok && comm_.multiNode() && bytes > 0 &&
+                      (!rec.nicWritable || comm_.cfg().landingAlways);
+  if (landed) {
+    LandingZone& zone = comm_.landingZone();
+    zone.allow(buff, bytes);
+    rec.landing = zone.remote();
+    rec.landingSlots = zone.slots();
+    rec.landingSlotBytes = zone.slotBytes();
+  } else if (ok && comm_.multiNode() && bytes > 0) {
     uint64_t regOffset = 0;
     rec.remote = registerRemote(buff, bytes, &regOffset);
     rec.remote.base += regOffset;
@@ -114,6 +128,7 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
   comm_.bootstrap().allGather(all.data(), sizeof(WindowRecord));
   for (int r = 0; r < n; ++r) {
     if (all[r].size != UINT64_MAX) continue;
+    if (landed) comm_.landingZone().forbid(buff);
     if (r == me)
       RMACC_THROW(rmaccInvalidArgument,
                   "window memory %p must come from rmaccMemAlloc: ranks of the same node map it",
@@ -132,11 +147,19 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
       t.local = static_cast<char*>(m->ptr()) + all[r].allocOffset;
       win->mappings.push_back(std::move(m));
     }
-    if (!topo.sameNode(r, me)) {
+    if (!topo.sameNode(r, me) && all[r].landing.size > 0) {
+      LandingTarget& l = t.landing;
+      l.region = all[r].landing;
+      l.slots = all[r].landingSlots;
+      l.slotBytes = all[r].landingSlotBytes;
+      l.sourceRow = (uint32_t)topo.remoteIndex(r, me);
+      l.windowBase = all[r].base;
+      l.windowBytes = all[r].size;
+    } else if (!topo.sameNode(r, me)) {
       t.remote = all[r].remote;
-      t.networkWritable = all[r].nicWritable;
     }
   }
+  win->landed = landed;
   Window* raw = win.get();
   std::lock_guard<std::mutex> lock(mu_);
   windows_[raw] = std::move(win);
@@ -151,6 +174,7 @@ void WindowRegistry::deregisterWindow(Window* win) {
   }
   // Nobody may still write into it: every rank leaves only when all have stopped using it.
   comm_.bootstrap().barrier();
+  if (win->landed) comm_.landingZone().forbid(win->base);
   std::lock_guard<std::mutex> lock(mu_);
   windows_.erase(win);
 }

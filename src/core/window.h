@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "net/fabric.h"
+#include "net/landing.h"
 
 struct rmaccWindow {};  // the public handle type; Window derives from it
 
@@ -25,7 +26,9 @@ struct PeerTarget {
   void* local = nullptr;
   RemoteRegion remote;
   size_t size = 0;
-  bool networkWritable = true;  // false: device memory the network provider cannot reach
+  // Valid when the peer's window is memory the network cannot write (device memory without a
+  // GPU-direct provider, or RMACC_NET_LANDING=always): puts go through its landing zone.
+  LandingTarget landing;
 };
 
 class Window : public rmaccWindow {
@@ -33,6 +36,7 @@ class Window : public rmaccWindow {
   void* base = nullptr;
   size_t size = 0;
   std::vector<PeerTarget> peers;  // by rank; peers[me].local == base
+  bool landed = false;            // other nodes' puts arrive through the landing zone
   std::unique_ptr<MemoryRegion> mr;
   std::vector<std::shared_ptr<Mapping>> mappings;
 };

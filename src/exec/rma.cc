@@ -109,6 +109,15 @@ void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,
   p.bytes = bytes;
   p.dst = target.remote;
   p.dstOffset = offset;
+  if (target.landing.valid()) {
+    if (bytes > 0) {
+      p.landing = target.landing;
+      p.dst = target.landing.region;
+    } else {  // nothing to land: a pure signal
+      p.dst = comm_.signalTarget(peer);
+      p.dstOffset = 0;
+    }
+  }
   p.ctx = ctx;
   p.sigIdx = sigIdx;
   proxyPut(stream, p, waitDone);

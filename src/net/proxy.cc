@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <unordered_map>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -36,8 +37,9 @@ uint64_t loadAcquire(volatile uint64_t* p) {
 
 struct InFlight;
 
-// One piece in the provider's hands. The op context comes first: in FI_CONTEXT mode the
+// One write in the provider's hands. The op context comes first: in FI_CONTEXT mode the
 // provider owns those bytes until the completion, and the completion gives us this address.
+// `put` is null for the proxy's own writes (landing credits), which own their Piece.
 struct Piece {
   alignas(16) char opContext[kOpContextBytes];
   InFlight* put = nullptr;
@@ -58,6 +60,10 @@ struct InFlight {
   std::unique_ptr<MemoryRegion> tempMr;   // the proxy's own registration (FI_MR_LOCAL)
   std::unique_ptr<Piece[]> pieces;
   bool predecessorsDone = true;  // see ProxyImpl::issue
+  // A landing put (ProxyPut::landing): each chunk is two writes, the chunk into a free slot of
+  // the peer's zone and then the slot's header; nPieces counts writes, slotOf[c] is chunk c's.
+  std::vector<int8_t> slotOf;
+  bool landing() const { return put.landing.valid(); }
   bool fullyIssued() const { return issued == nPieces; }
   bool finished() const { return completed == nPieces; }
 };
@@ -95,6 +101,19 @@ class Queue final : public ProxyQueue {
   size_t issueCursor_ = 0;                        // first entry of active_ not fully issued
   uint64_t lastTaken_ = 0;                        // seq of the last put moved to active_
   uint64_t lastDone_ = 0;
+  // The logical landing put whose parts are being issued (parts of one put are consecutive):
+  // its number at the peer and the chunks issued so far; 0 between puts.
+  uint64_t openPutId_ = 0;
+  uint32_t openPutChunks_ = 0;
+};
+
+// The source side of landing puts to one peer: which of its slots there are free, and the
+// headers (registered here, one per slot, rewritten only once the slot came back).
+struct LandingSource {
+  uint64_t freeSlots = 0;  // bit per slot
+  uint64_t nextPutId = 1;
+  std::unique_ptr<Allocation> headers;
+  std::unique_ptr<MemoryRegion> headersMr;
 };
 
 class ProxyImpl final : public Proxy {
@@ -125,6 +144,12 @@ class ProxyImpl final : public Proxy {
     std::lock_guard<std::mutex> lock(errorMutex_);
     errorHandler_ = std::move(fn);
   }
+  void attachLanding(LandingZone* zone, std::vector<RemoteRegion> peerSignals) override {
+    RMACC_ENFORCE(!landing_.load() && zone && peerSignals.size() == (size_t)nRanks_,
+                  "landing zone attached twice or without every rank's signal region");
+    peerSignals_ = std::move(peerSignals);
+    landing_.store(zone, std::memory_order_release);
+  }
 
   // Host thread, from Queue::post: throws for a put that can never be carried out.
   void validate(const ProxyPut& put) const;
@@ -141,6 +166,11 @@ class ProxyImpl final : public Proxy {
   bool takeReleased(Queue& q, double now);
   bool issue(Queue& q);
   bool issuePiece(InFlight& f);
+  bool issueLandingWrite(Queue& q, InFlight& f);
+  LandingSource& landingSource(int peer, uint32_t slots);
+  void raiseSignal(size_t slot, uint32_t fired, int src);
+  bool serviceLanding();
+  bool sendCredits();
   bool priorPartsDone(const Queue& q, size_t index) const;
   bool retire(Queue& q, double now);
   void checkTimeout(const Queue& q, double now);
@@ -186,6 +216,10 @@ class ProxyImpl final : public Proxy {
   // Proxy thread only.
   std::vector<Queue*> mine_;
   SignalTally tally_;
+  std::unordered_map<int, LandingSource> landingSources_;  // by peer
+  std::atomic<LandingZone*> landing_{nullptr};             // set once by attachLanding
+  std::vector<RemoteRegion> peerSignals_;                  // written before landing_ is set
+  std::deque<std::pair<int, int>> creditsDue_;             // (src, slot) not yet written
   size_t outstanding_ = 0;  // pieces posted, not completed
   bool awaitingRelease_ = false;  // a posted put waits for its stream to release it
   // For the destructor: after a round, whether every put a stream released is complete.
@@ -227,10 +261,21 @@ void ProxyImpl::validate(const ProxyPut& put) const {
   // key does not verify (measured), so the signal would be lost instead of failing.
   RMACC_ARG_CHECK(put.dst.size > 0, "put to rank %d without a registered target region",
                   put.peer);
-  RMACC_ARG_CHECK(put.dstOffset <= put.dst.size && put.bytes <= put.dst.size - put.dstOffset,
+  const uint64_t dstBytes = put.landing.valid() ? put.landing.windowBytes : put.dst.size;
+  RMACC_ARG_CHECK(put.dstOffset <= dstBytes && put.bytes <= dstBytes - put.dstOffset,
                   "put of %zu bytes at offset %llu overruns rank %d's region of %llu bytes",
                   put.bytes, (unsigned long long)put.dstOffset, put.peer,
-                  (unsigned long long)put.dst.size);
+                  (unsigned long long)dstBytes);
+  if (put.landing.valid()) {
+    const LandingTarget& t = put.landing;
+    RMACC_ARG_CHECK(put.bytes > 0, "a landing put needs bytes (a pure signal needs no slot)");
+    RMACC_ARG_CHECK(t.slots > 0 && t.slots <= (uint32_t)kMaxLandingSlots && t.slotBytes > 0 &&
+                        (t.sourceRow + 1) * t.rowBytes() <= t.region.size,
+                    "rank %d's landing zone (%u slots of %llu bytes, row %u) does not fit its "
+                    "region of %llu bytes", put.peer, t.slots, (unsigned long long)t.slotBytes,
+                    t.sourceRow, (unsigned long long)t.region.size);
+    return;  // chunks carry no piece count: each signals through its own header
+  }
   size_t pieces = piecesOf(put.bytes) + put.priorPieces;
   RMACC_ARG_CHECK(put.final || put.priorPieces == 0, "a non-final part carries prior pieces");
   RMACC_ARG_CHECK(pieces <= kMaxPieces,
@@ -315,9 +360,11 @@ void ProxyImpl::run() {
       backoff.active(now);
       continue;
     }
-    ProxyBackoff::Waiting waiting = awaitingRelease_  ? ProxyBackoff::kRelease
-                                    : outstanding_ > 0 ? ProxyBackoff::kWrites
-                                                       : ProxyBackoff::kNothing;
+    LandingZone* zone = landing_.load(std::memory_order_acquire);
+    bool landingBusy = (zone && !zone->idle()) || !creditsDue_.empty();
+    ProxyBackoff::Waiting waiting = awaitingRelease_                    ? ProxyBackoff::kRelease
+                                    : outstanding_ > 0 || landingBusy ? ProxyBackoff::kWrites
+                                                                        : ProxyBackoff::kNothing;
     double s = backoff.idle(now, waiting);
     // Woken by a post (its ready store is probably close) or by the network: poll eagerly.
     if (s > 0 && sleepFor(s)) backoff.active(monotonicSeconds());
@@ -343,6 +390,7 @@ bool ProxyImpl::sleepFor(double seconds) {
 // One pass over the CQ and every queue. Returns whether anything moved.
 bool ProxyImpl::round() {
   bool busy = pollCompletions();
+  busy |= serviceLanding();
   refreshQueues();
   double now = monotonicSeconds();
   awaitingRelease_ = false;
@@ -376,8 +424,12 @@ bool ProxyImpl::pollCompletions() {
       // context back, so it no longer counts as outstanding (drain need not leak it).
       auto* piece = (Piece*)fabric_.lastErrorContext();
       if (!piece) throw;
-      ++piece->put->errored;
       --outstanding_;
+      if (!piece->put) {
+        delete piece;
+        RMACC_THROW(e.code(), "returning a landing slot failed: %s", e.what());
+      }
+      ++piece->put->errored;
       const ProxyPut& p = piece->put->put;
       RMACC_THROW(e.code(), "put of %zu bytes to rank %d (ctx %d, signal %d) failed: %s", p.bytes,
                   p.peer, p.ctx, p.sigIdx, e.what());
@@ -389,8 +441,9 @@ bool ProxyImpl::pollCompletions() {
         onRemoteData((uint32_t)c[i].data);
       } else {
         auto* piece = (Piece*)c[i].context;
-        ++piece->put->completed;
         --outstanding_;
+        if (piece->put) ++piece->put->completed;
+        else delete piece;  // a landing credit
       }
     }
   }
@@ -398,16 +451,70 @@ bool ProxyImpl::pollCompletions() {
 
 void ProxyImpl::onRemoteData(uint32_t data) {
   ImmData d = ImmData::decode(data);
-  if (d.src >= nRanks_ || d.ctx >= kNumContexts || d.sigIdx >= RMACC_MAX_SIGNALS)
+  if (d.src >= nRanks_ || d.kind > ImmKind::kCredit ||
+      (d.kind == ImmKind::kSignal && d.ctx >= kNumContexts))
     RMACC_THROW(rmaccRemoteError, "malformed completion data 0x%08x (src %d of %d ranks)", data,
                 d.src, nRanks_);
-  size_t slot = layout_.index(d.ctx, d.sigIdx, d.src);
-  uint32_t fired = tally_.add(slot, d.chunks);
+  switch (d.kind) {
+    case ImmKind::kSignal: {
+      size_t slot = layout_.index(d.ctx, d.sigIdx, d.src);
+      raiseSignal(slot, tally_.add(slot, d.chunks), d.src);
+      return;
+    }
+    case ImmKind::kLanding: {
+      // A landing slot's chunk or header; the tally keys lie past the signal slots.
+      LandingZone* zone = landing_.load(std::memory_order_acquire);
+      if (!zone) RMACC_THROW(rmaccRemoteError, "rank %d put into a landing zone this rank lacks", d.src);
+      size_t key = layout_.count() + (size_t)d.src * kMaxLandingSlots + d.slot();
+      if (tally_.add(key, d.chunks)) zone->arrived(d.src, d.slot());
+      return;
+    }
+    case ImmKind::kCredit: {
+      auto it = landingSources_.find(d.src);
+      if (it == landingSources_.end())
+        RMACC_THROW(rmaccRemoteError, "rank %d returned landing slot %d this rank never used", d.src,
+                    d.slot());
+      it->second.freeSlots |= 1ull << d.slot();
+      return;
+    }
+  }
+}
+
+void ProxyImpl::raiseSignal(size_t slot, uint32_t fired, int src) {
   if (fired == 0) return;
-  if (trace_) trace_("net recv", d.src, 0, monotonicSeconds() * 1e6, 0);
+  if (trace_) trace_("net recv", src, 0, monotonicSeconds() * 1e6, 0);
   // The proxy is the only writer of its signal slots, so read-modify-write is race-free.
   uint64_t value = loadAcquire(&signals_[slot]) + fired;
   backend_.hostWrite(&signals_[slot], value);
+}
+
+// Target side: copies that finished free their slots (credits) and complete puts (signals).
+bool ProxyImpl::serviceLanding() {
+  LandingZone* zone = landing_.load(std::memory_order_acquire);
+  if (!zone) return false;
+  bool busy = zone->progress(
+      [this](int src, int slot) { creditsDue_.emplace_back(src, slot); },
+      [this](int src, int ctx, int sigIdx) {
+        raiseSignal(layout_.index(ctx, sigIdx, src), 1, src);
+      });
+  return sendCredits() || busy;
+}
+
+bool ProxyImpl::sendCredits() {
+  bool any = false;
+  while (!creditsDue_.empty() && outstanding_ < kMaxOutstanding) {
+    auto [src, slot] = creditsDue_.front();
+    auto piece = std::make_unique<Piece>();
+    const RemoteRegion& r = peerSignals_[src];
+    if (!fabric_.write(src, nullptr, 0, nullptr, r.addrOf(0), r.key,
+                       ImmData::encodeSlot(rank_, slot, 1, ImmKind::kCredit), piece.get()))
+      break;  // -FI_EAGAIN: the next round retries
+    (void)piece.release();  // the completion deletes it
+    ++outstanding_;
+    creditsDue_.pop_front();
+    any = true;
+  }
+  return any;
 }
 
 bool ProxyImpl::serviceQueue(Queue& q, double now) {
@@ -430,6 +537,12 @@ bool ProxyImpl::takeReleased(Queue& q, double now) {
     f->put = q.posted_.front().second;
     f->nPieces = (uint32_t)piecesOf(f->put.bytes);
     f->pieceBytes = pieceMax_;
+    if (f->landing()) {
+      f->pieceBytes = std::min<size_t>(pieceMax_, f->put.landing.slotBytes);
+      size_t chunks = (f->put.bytes + f->pieceBytes - 1) / f->pieceBytes;
+      f->nPieces = (uint32_t)(2 * chunks);
+      f->slotOf.assign(chunks, -1);
+    }
     f->startS = now;
     f->releasedS = now;
     q.posted_.pop_front();
@@ -458,7 +571,8 @@ bool ProxyImpl::issue(Queue& q) {
       }
     }
     while (!f.fullyIssued()) {
-      if (outstanding_ >= kMaxOutstanding || !issuePiece(f)) return any;
+      if (outstanding_ >= kMaxOutstanding) return any;
+      if (!(f.landing() ? issueLandingWrite(q, f) : issuePiece(f))) return any;
       any = true;
     }
     ++q.issueCursor_;
@@ -492,6 +606,67 @@ bool ProxyImpl::issuePiece(InFlight& f) {
   if (!fabric_.write(f.put.peer, src, len, f.desc, remote, f.put.dst.key, data, &piece)) {
     ++eagains_;  // rxm connects lazily; the next round polls (progress) and retries
     return false;
+  }
+  ++f.issued;
+  ++outstanding_;
+  ++piecesIssued_;
+  return true;
+}
+
+LandingSource& ProxyImpl::landingSource(int peer, uint32_t slots) {
+  LandingSource& s = landingSources_[peer];
+  if (!s.headers) {
+    s.freeSlots = slots == 64 ? ~0ull : (1ull << slots) - 1;
+    s.headers = backend_.allocateNicVisible(kMaxLandingSlots * kLandingHeaderBytes);
+    s.headersMr = fabric_.registerMemory(s.headers->ptr(), s.headers->size());
+  }
+  return s;
+}
+
+// The next write of a landing put: a chunk into a free slot (none free: wait for a credit),
+// or the header that makes the target copy it. On an unordered network the header waits until
+// its chunk has landed, as a split put's signalling piece does.
+bool ProxyImpl::issueLandingWrite(Queue& q, InFlight& f) {
+  const LandingTarget& t = f.put.landing;
+  LandingSource& s = landingSource(f.put.peer, t.slots);
+  const uint32_t w = f.issued, chunk = w / 2;
+  const size_t offset = (size_t)chunk * f.pieceBytes;
+  const size_t len = std::min(f.pieceBytes, f.put.bytes - offset);
+  Piece& piece = f.pieces[w];
+  piece.put = &f;
+  if (w % 2 == 0) {
+    if (!s.freeSlots) return false;
+    int slot = __builtin_ctzll(s.freeSlots);
+    if (!fabric_.write(f.put.peer, (const char*)f.put.src + offset, len, f.desc,
+                       t.region.addrOf(t.chunkOffset(slot)), t.region.key,
+                       ImmData::encodeSlot(rank_, slot, 0, ImmKind::kLanding), &piece)) {
+      ++eagains_;
+      return false;
+    }
+    s.freeSlots &= ~(1ull << slot);
+    f.slotOf[chunk] = (int8_t)slot;
+  } else {
+    if (!ordered_ && f.completed < w) return false;
+    const int slot = f.slotOf[chunk];
+    const bool lastOfPut = w + 1 == f.nPieces && f.put.final;
+    auto& h = static_cast<LandingHeader*>(s.headers->ptr())[slot];
+    h = LandingHeader{};
+    h.dstAddr = t.windowBase + f.put.dstOffset + offset;
+    h.bytes = len;
+    h.putId = q.openPutId_ ? q.openPutId_ : s.nextPutId;
+    h.putChunks = lastOfPut ? q.openPutChunks_ + 1 : 0;
+    h.ctx = f.put.ctx;
+    h.sigIdx = f.put.sigIdx;
+    h.check = h.checksum();
+    if (!fabric_.write(f.put.peer, &h, sizeof(h), s.headersMr->desc(),
+                       t.region.addrOf(t.headerOffset(slot)), t.region.key,
+                       ImmData::encodeSlot(rank_, slot, 2, ImmKind::kLanding), &piece)) {
+      ++eagains_;
+      return false;
+    }
+    if (!q.openPutId_) q.openPutId_ = s.nextPutId++;
+    ++q.openPutChunks_;
+    if (lastOfPut) q.openPutId_ = 0, q.openPutChunks_ = 0;
   }
   ++f.issued;
   ++outstanding_;

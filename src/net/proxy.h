@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "net/fabric.h"
+#include "net/landing.h"
 #include "net/signals.h"
 
 namespace rmacc {
@@ -41,6 +42,10 @@ struct ProxyPut {
   // the pieces its predecessors sent, and the peer's signal fires once all of them landed.
   bool final = true;
   uint32_t priorPieces = 0;
+  // Valid for a window the network cannot write: the put goes through the peer's landing zone
+  // (net/landing.h) chunk by chunk, `dst` is ignored and `dstOffset` is the offset in that
+  // window. Needs bytes > 0 (a pure signal goes to the peer's signal region instead).
+  LandingTarget landing;
 };
 
 // The ordered queue of one posting stream. Handshake (NCCL's readySeq/doneSeq): the host thread
@@ -81,6 +86,10 @@ class Proxy {
   // communicator uses it to release stream waits (Backend::abort) instead of letting them run
   // into their timeout. Must not call back into the proxy. Set it before posting.
   virtual void setErrorHandler(std::function<void(rmaccResult_t, const std::string&)> fn) = 0;
+  // Makes this rank a landing target: the proxy copies chunks that arrive in `zone` into place
+  // and returns their slots through zero-byte writes to `peerSignals[src]` (every rank's
+  // signal region). Once; `zone` must outlive the proxy.
+  virtual void attachLanding(LandingZone* zone, std::vector<RemoteRegion> peerSignals) = 0;
 };
 
 // Starts the proxy thread. `signals` (host-visible, SignalLayout{nRanks}) receives the
