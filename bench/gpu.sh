@@ -4,12 +4,12 @@
 # see bench/README.md). Ranks that share a GPU run under MPS.
 #
 # STEPS picks what runs (default: all of them, in this order):
-#   sanitizer tests perf cost trace relay proxy peer
+#   sanitizer tests perf cost trace relay proxy gdr peer
 # MAXSIZE caps the alltoall sweep (default 4G).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
-STEPS=${STEPS:-sanitizer tests perf cost trace relay proxy peer}
+STEPS=${STEPS:-sanitizer tests perf cost trace relay proxy gdr peer}
 MAXSIZE=${MAXSIZE:-4G}
 mkdir -p "$OUT"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -46,6 +46,11 @@ if has sanitizer; then
       > "$OUT/sanitizer-$nodes.log" 2>&1
     echo "compute-sanitizer memcheck, $nodes node(s): exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-$nodes.log" | head -2
   done
+  # put+signal into a device window of the other node (landing slots, H2D by its proxy).
+  RMACC_DEBUG=INFO timeout 200 tools/rmacc-run -n 2 --nodes 2 --timeout 190 -- compute-sanitizer --tool memcheck \
+    --error-exitcode 9 build-gpu/tools/rmacc-perf putsignal -b 8 -e 16M -f 16 -n 3 -w 1 \
+    > "$OUT/sanitizer-putsignal.log" 2>&1
+  echo "compute-sanitizer memcheck, putsignal 2 nodes: exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-putsignal.log" | head -2
 fi
 
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
@@ -95,6 +100,21 @@ if has relay; then
 fi
 if has proxy; then  # 2 emulated nodes x 1 (proxy path only)
   perf alltoallv-2x1 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
+  # Staged sources sent whole (one chunk) instead of in 4 MiB chunks, for comparison.
+  RMACC_NET_BOUNCE_CHUNK=1G perf alltoallv-2x1-onechunk 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
+  # put+signal between device windows of two nodes: D2H staging, network, the target's landing
+  # slots, H2D by the target's proxy.
+  perf putsignal-2x1 2 2 putsignal -b 8 -e 256M -f 8 -n 20 -w 3
+  # The same into pinned host windows: the network writes them directly (no landing).
+  perf putsignal-2x1-hostwindow 2 2 putsignal --window host -b 8 -e 256M -f 8 -n 20 -w 3
+fi
+if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
+  for prov in tcp shm; do
+    RMACC_NET_PROVIDER=$prov FI_PROVIDER=$prov RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=NET timeout 60 \
+      tools/rmacc-run -n 2 --nodes 2 --timeout 50 -- build-gpu/tools/rmacc-perf putsignal -b 8 -e 4K -f 8 -n 5 -w 1 \
+      > "$OUT/gdr-$prov.log" 2>&1
+    echo "== GPU-direct probe, provider $prov (exit $?)"; grep -hE "FI_HMEM|GPU-direct|hmem" "$OUT/gdr-$prov.log" | sort -u | cut -c1-400
+  done
 fi
 echo quit | nvidia-cuda-mps-control
 

@@ -700,6 +700,47 @@ TEST(ProxyTest, IdleProxySleepsAndAbortIsPrompt) {
   });
 }
 
+// GPU-direct is asked for and falls back: tcp offers no FI_HMEM, so the endpoint opens without
+// it and refuses to register device memory; shm offers FI_HMEM (system memory on this build),
+// so it opens with it, host memory registers as before, and CUDA memory fails with a network
+// error (libfabric without CUDA support) that the communicator's probe turns into staging.
+TEST(FabricTest, HmemIsAskedForAndFallsBack) {
+  SKIP_WITHOUT_TCP();
+  auto st = test::runRanksStatus(1, netOptions(60), [](const RankContext&) {
+    FabricOptions fo;
+    fo.wantHmem = true;
+    std::vector<char> host(1 << 16);
+    {
+      Fabric tcp("tcp", fo);
+      EXPECT_FALSE(tcp.hmem());
+      EXPECT_FALSE(tcp.deviceNeedsRegistration());
+      EXPECT_NE(tcp.registerMemory(host.data(), host.size()), nullptr);
+      try {
+        tcp.registerMemory(host.data(), host.size(), 0);
+        ADD_FAILURE() << "CUDA registration accepted without FI_HMEM";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), rmaccInvalidArgument) << e.what();
+      }
+    }
+    std::unique_ptr<Fabric> shm;
+    try {
+      shm = std::make_unique<Fabric>("shm", fo);
+    } catch (const Error&) {
+      return;  // no shm provider with FI_RMA here: nothing more to check
+    }
+    EXPECT_TRUE(shm->hmem());
+    EXPECT_NE(shm->registerMemory(host.data(), host.size()), nullptr);
+    try {
+      shm->registerMemory(host.data(), host.size(), 0);  // not CUDA memory, and no CUDA support
+      ADD_FAILURE() << "FI_HMEM_CUDA registration of host memory accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), rmaccNetworkError) << e.what();
+      EXPECT_NE(std::string(e.what()).find("FI_HMEM_CUDA"), std::string::npos) << e.what();
+    }
+  });
+  EXPECT_EQ(st[0], 0);
+}
+
 // ------------------------------------------------------------------ landing zone
 
 // The target side alone, on the host backend: headers are checked, chunks copied into place,

@@ -92,7 +92,16 @@ class Backend {
   // Memory the network can read and write without help (relay, staging for remote writers):
   // host memory; on CUDA without a GPU-direct provider, pinned host memory.
   virtual std::unique_ptr<Allocation> allocateNicVisible(size_t bytes) { return allocate(bytes); }
-  virtual bool nicAccessible(const void* ptr) const { return isHostMemory(ptr); }
+  // Whether the network can read and write `ptr` in place: host memory, or any memory once a
+  // GPU-direct provider proved it can register this device's memory (setNetworkReachesDevice).
+  bool nicAccessible(const void* ptr) const { return networkReachesDevice_ || isHostMemory(ptr); }
+  void setNetworkReachesDevice(bool on) { networkReachesDevice_ = on; }
+  // The CUDA device ordinal of device memory at `ptr`, -1 for host memory: libfabric's
+  // FI_HMEM_CUDA registration needs it.
+  virtual int deviceOrdinal(const void* ptr) const {
+    (void)ptr;
+    return -1;
+  }
   virtual std::unique_ptr<Stream> createStream() = 0;
   // The Stream behind a user's rmaccStream_t; nullptr when it is not one this backend knows
   // (the caller reports rmaccInvalidArgument). NULL means the backend's default stream.
@@ -105,6 +114,9 @@ class Backend {
   virtual void hostWrite(volatile uint64_t* addr, uint64_t value) = 0;
   // Releases every wait of every stream and makes them fail (rmaccCommAbort).
   virtual void abort() = 0;
+
+ private:
+  bool networkReachesDevice_ = false;
 };
 
 // The backend RMACC_BACKEND asks for: CUDA when built with it and a device is current.

@@ -68,7 +68,9 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   backend_ = createBackend(cfg_.timeoutS);
   signals_ = std::make_unique<SignalSpace>(*backend_, *bootstrap_, topo_, rank);
   if (multiNode()) {
-    fabric_ = std::make_unique<Fabric>(cfg_.netProvider);
+    FabricOptions fo;
+    fo.wantHmem = cfg_.netGdr && strcmp(backend_->name(), "host") != 0;
+    fabric_ = std::make_unique<Fabric>(cfg_.netProvider, fo);
     std::vector<NameRecord> addrs(nRanks);
     addrs[rank] = toRecord(fabric_->address());
     bootstrap_->allGather(addrs.data(), sizeof(NameRecord));
@@ -99,6 +101,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     signalTargets_[rank] = signalPadMr_->remote();
     bootstrap_->allGather(signalTargets_.data(), sizeof(RemoteRegion));
     INFO(kSubsysNet, "network provider %s", fabric_->providerName().c_str());
+    if (fabric_->hmem()) probeGpuDirect();
   }
   windows_ = std::make_unique<WindowRegistry>(*this);
   rma_ = std::make_unique<RmaEngine>(*this);
@@ -133,6 +136,26 @@ Comm::~Comm() {
   signals_.reset();
   backend_.reset();
   bootstrap_.reset();
+}
+
+// FI_HMEM says the provider handles device memory in principle; whether it can register this
+// GPU's memory (built with CUDA support, the NIC and the GPU on a common root) is known only by
+// trying. Until it succeeds, device data is staged (nicAccessible stays false for it).
+void Comm::probeGpuDirect() {
+  auto probe = backend_->allocate(1 << 16);
+  const int device = backend_->deviceOrdinal(probe->ptr());
+  if (device < 0) return;
+  try {
+    fabric_->registerMemory(probe->ptr(), probe->size(), device);
+  } catch (const Error& e) {
+    INFO(kSubsysNet, "provider %s offers FI_HMEM but cannot register device %d's memory (%s): "
+         "device data is staged through pinned memory", fabric_->providerName().c_str(), device,
+         e.what());
+    return;
+  }
+  backend_->setNetworkReachesDevice(true);
+  INFO(kSubsysNet, "GPU-direct: provider %s registers device %d's memory (FI_HMEM_CUDA); the "
+       "network reads and writes it in place", fabric_->providerName().c_str(), device);
 }
 
 LandingZone& Comm::landingZone() {

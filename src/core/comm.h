@@ -74,6 +74,7 @@ class Comm {
 
  private:
   bool eagerProxyPoll() const;  // RMACC_PROXY_POLL, `auto` resolved from the cores we may use
+  void probeGpuDirect();        // RMACC_NET_GDR=auto: may the network touch device memory?
   Comm() = default;
   void init(int nRanks, const rmaccUniqueId& id, int rank);
 

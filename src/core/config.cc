@@ -174,6 +174,11 @@ Config Config::fromEnvironment() {
     if (!b || *b == 0) reject("RMACC_NET_BOUNCE_CHUNK", v, "a positive byte size");
     c.bounceChunkBytes = *b;
   }
+  if (const char* v = env("RMACC_NET_GDR")) {
+    if (!strcasecmp(v, "auto")) c.netGdr = true;
+    else if (!strcasecmp(v, "off")) c.netGdr = false;
+    else reject("RMACC_NET_GDR", v, "auto or off");
+  }
   if (const char* v = env("RMACC_NET_LANDING")) {
     if (!strcasecmp(v, "auto")) c.landingAlways = false;
     else if (!strcasecmp(v, "always")) c.landingAlways = true;
@@ -195,7 +200,7 @@ void Config::log() const {
                                 "RMACC_TIMEOUT_S", "RMACC_DUMP_PLAN", "RMACC_TRACE_FILE",
                                 "RMACC_CE_STREAMS", "RMACC_LANES", "RMACC_BOOTSTRAP_ADDR",
                                 "RMACC_NET_BOUNCE", "RMACC_NET_BOUNCE_BYTES", "RMACC_NET_BOUNCE_CHUNK",
-                                "RMACC_PROXY_POLL", "RMACC_NET_LANDING",
+                                "RMACC_PROXY_POLL", "RMACC_NET_LANDING", "RMACC_NET_GDR",
                                 "RMACC_NET_LANDING_BYTES"};
   for (const char* name : kVars)
     if (const char* v = env(name)) INFO(kSubsysEnv, "%s set by environment to %s", name, v);

@@ -56,6 +56,10 @@ struct Config {
   // its proxy) only for windows the network cannot write (device memory, no GPU-direct
   // provider); `always` does it for every window, so machines without GPUs exercise that path.
   bool landingAlways = false;
+  // RMACC_NET_GDR: `auto` lets the network read and write device memory in place when the
+  // provider offers FI_HMEM and registers this GPU's memory (checked at init); `off` always
+  // stages device data through pinned memory.
+  bool netGdr = true;
   // RMACC_NET_LANDING_BYTES: pinned landing memory a rank with such windows sets aside for all
   // its remote sources together (4 slots each, 64 KiB to 4 MiB a slot).
   size_t landingBytes = 64ull << 20;

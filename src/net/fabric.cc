@@ -118,10 +118,25 @@ Fabric::Fabric(const std::string& provider, const FabricOptions& options) {
 Fabric::~Fabric() { closeAll(); }
 
 void Fabric::open(const std::string& provider, const FabricOptions& options) {
-  fi_info* hints = makeHints(provider);
   fi_info* list = nullptr;
-  int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
-  fi_freeinfo(hints);
+  int rc = -FI_ENODATA;
+  if (options.wantHmem) {
+    fi_info* hints = makeHints(provider);
+    hints->caps |= FI_HMEM;
+    hints->domain_attr->mr_mode |= FI_MR_HMEM;
+    rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
+    fi_freeinfo(hints);
+    hmem_ = rc == 0 && list;
+    if (!hmem_)
+      INFO(kSubsysNet, "no provider%s%s offers FI_HMEM with FI_RMA (%s): device data is staged "
+           "through pinned memory", provider.empty() ? "" : " named ", provider.c_str(),
+           fi_strerror(-rc));
+  }
+  if (!hmem_) {
+    fi_info* hints = makeHints(provider);
+    rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
+    fi_freeinfo(hints);
+  }
   if (rc != 0 || !list)
     RMACC_THROW(rmaccNetworkError,
                 "no libfabric provider%s%s offers FI_EP_RDM with FI_RMA and remote CQ data: %s",
@@ -136,6 +151,7 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   uint64_t order = info_->tx_attr->msg_order;
   ordered_ = (order & (FI_ORDER_RMA_WAW | FI_ORDER_WAW)) != 0 && !options.assumeUnorderedWrites;
   localReg_ = (info_->domain_attr->mr_mode & FI_MR_LOCAL) || options.forceLocalRegistration;
+  hmemLocalReg_ = hmem_ && (localReg_ || (info_->domain_attr->mr_mode & FI_MR_HMEM));
   // Unordered writes (e.g. EFA's SRD): make a local completion mean the data has landed, so
   // the proxy can hold the signalling piece back until its siblings are in place.
   if (!ordered_) info_->tx_attr->op_flags |= FI_DELIVERY_COMPLETE;
@@ -174,10 +190,11 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   std::string progress = fi_tostr(&info_->domain_attr->data_progress, FI_TYPE_PROGRESS);
   INFO(kSubsysNet,
        "libfabric %s: fabric %s domain %s mr_mode 0x%llx max_msg %zu cq_data %zu "
-       "threading %s data progress %s ordered writes %d wait fd %d",
+       "threading %s data progress %s ordered writes %d wait fd %d hmem %d",
        info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name,
        (unsigned long long)info_->domain_attr->mr_mode, info_->ep_attr->max_msg_size,
-       info_->domain_attr->cq_data_size, threading.c_str(), progress.c_str(), (int)ordered_, waitFd_);
+       info_->domain_attr->cq_data_size, threading.c_str(), progress.c_str(), (int)ordered_, waitFd_,
+       (int)hmem_);
 }
 
 void Fabric::closeAll() {
@@ -227,16 +244,29 @@ void Fabric::insertPeers(const std::vector<std::vector<char>>& addrs) {
   peerAddrs_.assign(out.begin(), out.end());
 }
 
-std::unique_ptr<MemoryRegion> Fabric::registerMemory(void* ptr, size_t size) {
+std::unique_ptr<MemoryRegion> Fabric::registerMemory(void* ptr, size_t size, int cudaDevice) {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t mode = info_->domain_attr->mr_mode;
   // Keys we choose must be unique per domain; with FI_MR_PROV_KEY the provider picks.
   uint64_t requested = (mode & FI_MR_PROV_KEY) ? 0 : nextKey_++;
   fid_mr* mr = nullptr;
-  int rc = fi_mr_reg(domain_, ptr, size, FI_REMOTE_WRITE | FI_WRITE, 0, requested, 0, &mr,
-                     nullptr);
-  if (rc) RMACC_THROW(rmaccNetworkError, "fi_mr_reg of %zu bytes at %p: %s", size, ptr,
-                      fi_strerror(-rc));
+  int rc;
+  if (cudaDevice >= 0) {
+    RMACC_ARG_CHECK(hmem_, "registering CUDA memory at %p on an endpoint without FI_HMEM", ptr);
+    iovec iov{ptr, size};
+    fi_mr_attr attr{};
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = FI_REMOTE_WRITE | FI_WRITE;
+    attr.requested_key = requested;
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = cudaDevice;
+    rc = fi_mr_regattr(domain_, &attr, 0, &mr);
+  } else {
+    rc = fi_mr_reg(domain_, ptr, size, FI_REMOTE_WRITE | FI_WRITE, 0, requested, 0, &mr, nullptr);
+  }
+  if (rc) RMACC_THROW(rmaccNetworkError, "registering %zu bytes at %p%s: %s", size, ptr,
+                      cudaDevice >= 0 ? " (FI_HMEM_CUDA)" : "", fi_strerror(-rc));
   // Until a MemoryRegion owns it, a failure closes the raw fid (we already hold the lock).
   const char* failed = nullptr;
   if (mode & FI_MR_ENDPOINT) {

@@ -72,6 +72,9 @@ constexpr size_t kOpContextBytes = 64;  // >= sizeof(struct fi_context2)
 struct FabricOptions {
   bool assumeUnorderedWrites = false;   // act as if FI_ORDER_RMA_WAW were absent
   bool forceLocalRegistration = false;  // act as if mr_mode had FI_MR_LOCAL
+  // Ask for FI_HMEM first (device memory registered in place, GPU-direct), falling back to a
+  // provider without it. Set by communicators on a GPU backend (RMACC_NET_GDR).
+  bool wantHmem = false;
 };
 
 class Fabric {
@@ -87,9 +90,15 @@ class Fabric {
   std::vector<char> address() const;  // fi_getname, for the control plane
   // addrs[r] is rank r's address(); afterwards write() takes ranks.
   void insertPeers(const std::vector<std::vector<char>>& addrs);
-  // Registers [ptr, ptr+size) for local use and remote writes, honouring mr_mode.
-  std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t size);
+  // Registers [ptr, ptr+size) for local use and remote writes, honouring mr_mode. Memory of
+  // CUDA device `cudaDevice` (>= 0) is registered as FI_HMEM_CUDA: only with hmem().
+  std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t size, int cudaDevice = -1);
   bool needsLocalRegistration() const;  // FI_MR_LOCAL: sources of writes must be registered
+  // The endpoint was opened with FI_HMEM. Whether the provider can register CUDA memory
+  // (it also needs to be built with CUDA support) is known only by trying.
+  bool hmem() const { return hmem_; }
+  // FI_MR_HMEM: device memory sources must be registered even where host memory need not be.
+  bool deviceNeedsRegistration() const { return hmemLocalReg_; }
   size_t maxMessageBytes() const;
   // True when writes from this endpoint land in the order they were posted (FI_ORDER_RMA_WAW):
   // then the last piece of a split put arriving implies the earlier pieces have landed. When
@@ -126,6 +135,8 @@ class Fabric {
   uint64_t nextKey_ = 1;
   bool ordered_ = false;
   bool localReg_ = false;
+  bool hmem_ = false;
+  bool hmemLocalReg_ = false;
   void* lastErrorContext_ = nullptr;
   int waitFd_ = -1;
   mutable std::mutex mutex_;  // see "Threading" above

@@ -135,7 +135,7 @@ class ProxyImpl final : public Proxy {
   ProxyQueue* createQueue() override;
   size_t maxPieceBytes() const override { return pieceMax_; }
   std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) override {
-    return fabric_.registerMemory(ptr, bytes);
+    return fabric_.registerMemory(ptr, bytes, fabric_.hmem() ? backend_.deviceOrdinal(ptr) : -1);
   }
   rmaccResult_t error(std::string* text) const override;
   void abort() override;
@@ -565,9 +565,13 @@ bool ProxyImpl::issue(Queue& q) {
     if (!f.pieces) {
       f.pieces.reset(new Piece[f.nPieces]);
       f.desc = f.put.srcDesc;
-      if (!f.desc && localReg_ && f.put.bytes > 0) {
-        f.tempMr = fabric_.registerMemory(const_cast<void*>(f.put.src), f.put.bytes);
-        f.desc = f.tempMr->desc();
+      if (!f.desc && f.put.bytes > 0 && (localReg_ || fabric_.deviceNeedsRegistration())) {
+        // FI_MR_LOCAL wants every source registered, FI_MR_HMEM only device ones.
+        void* src = const_cast<void*>(f.put.src);
+        if (localReg_ || backend_.deviceOrdinal(src) >= 0) {
+          f.tempMr = registerMemory(src, f.put.bytes);
+          f.desc = f.tempMr->desc();
+        }
       }
     }
     while (!f.fullyIssued()) {

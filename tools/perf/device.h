@@ -21,6 +21,9 @@ class Device {
   // Plain memory of the backend (malloc or cudaMalloc); rmaccMemAlloc is the harness's job.
   virtual void* alloc(size_t bytes) = 0;
   virtual void release(void* ptr) = 0;
+  // Host memory the device can reach (pinned on CUDA), for windows in host memory.
+  virtual void* allocHost(size_t bytes) = 0;
+  virtual void releaseHost(void* ptr) = 0;
   virtual void copyToDevice(void* dst, const void* hostSrc, size_t bytes) = 0;
   virtual void copyToHost(void* hostDst, const void* src, size_t bytes) = 0;
 

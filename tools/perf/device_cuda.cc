@@ -36,6 +36,12 @@ class CudaDevice : public Device {
     return p;
   }
   void release(void* ptr) override { cudaFree(ptr); }
+  void* allocHost(size_t bytes) override {
+    void* p = nullptr;
+    cudaCheck(cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped), "cudaHostAlloc");
+    return p;
+  }
+  void releaseHost(void* ptr) override { cudaFreeHost(ptr); }
   void copyToDevice(void* dst, const void* src, size_t bytes) override {
     cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
   }

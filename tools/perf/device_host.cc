@@ -29,6 +29,8 @@ class HostDevice : public Device {
     return p;
   }
   void release(void* ptr) override { free(ptr); }
+  void* allocHost(size_t bytes) override { return alloc(bytes); }
+  void releaseHost(void* ptr) override { free(ptr); }
   void copyToDevice(void* dst, const void* src, size_t bytes) override { memcpy(dst, src, bytes); }
   void copyToHost(void* dst, const void* src, size_t bytes) override { memcpy(dst, src, bytes); }
 

@@ -147,10 +147,20 @@ Buffer allocBuffer(Context& ctx, size_t bytes, bool registered) {
   return b;
 }
 
+Buffer allocHostWindow(Context& ctx, size_t bytes) {
+  Buffer b;
+  b.bytes = bytes ? bytes : 1;
+  b.host = true;
+  b.ptr = ctx.device->allocHost(b.bytes);
+  RMACC_PERF_CHECK(ctx, rmaccCommWindowRegister(ctx.comm, b.ptr, b.bytes, &b.window));
+  return b;
+}
+
 void freeBuffer(Context& ctx, Buffer* b) {
   if (!b->ptr) return;
   if (b->window) RMACC_PERF_CHECK(ctx, rmaccCommWindowDeregister(ctx.comm, b->window));
   if (b->fromLibrary) RMACC_PERF_CHECK(ctx, rmaccMemFree(ctx.comm, b->ptr));
+  else if (b->host) ctx.device->releaseHost(b->ptr);
   else ctx.device->release(b->ptr);
   *b = Buffer{};
 }

@@ -22,6 +22,7 @@ struct Buffer {
   void* ptr = nullptr;
   size_t bytes = 0;
   bool fromLibrary = false;
+  bool host = false;  // from Device::allocHost
   rmaccWindow_t window = nullptr;
 };
 
@@ -56,6 +57,9 @@ void printRankInfo(Context& ctx, const Options& opts);
 
 // registered: from rmaccMemAlloc and registered as a window (collective).
 Buffer allocBuffer(Context& ctx, size_t bytes, bool registered);
+// A window in host memory (pinned on CUDA) instead of rmaccMemAlloc memory: only where no rank
+// of the node needs to map it (one rank per node). Collective like allocBuffer.
+Buffer allocHostWindow(Context& ctx, size_t bytes);
 void freeBuffer(Context& ctx, Buffer* buf);
 
 // Runs `launch` warmup times, aligns the ranks with a barrier, then runs it `iters` times on the

@@ -68,6 +68,7 @@ const option kLongOptions[] = {
     {"iters", required_argument, nullptr, 'n'},      {"warmup_iters", required_argument, nullptr, 'w'},
     {"check", required_argument, nullptr, 'c'},      {"datatype", required_argument, nullptr, 'd'},
     {"registered", required_argument, nullptr, 'm'}, {"json", required_argument, nullptr, 'j'},
+    {"window", required_argument, nullptr, 'W'},
     {"pattern", required_argument, nullptr, kPattern}, {"seed", required_argument, nullptr, kSeed},
     {"zipf-s", required_argument, nullptr, kZipfS},  {"experts", required_argument, nullptr, kExperts},
     {"peer", required_argument, nullptr, kPeer},     {"print-counts", no_argument, nullptr, kPrintCounts},
@@ -84,6 +85,11 @@ void applyOption(const char* prog, int c, const char* arg, Options* o) {
     case 'w': o->warmup = intArg(prog, "-w", arg, 0, 1 << 30); break;
     case 'c': o->check = intArg(prog, "-c", arg, 0, 1); break;
     case 'm': o->registered = intArg(prog, "-m", arg, 0, 1); break;
+    case 'W':
+      if (!strcmp(arg, "host")) o->hostWindow = true;
+      else if (!strcmp(arg, "device")) o->hostWindow = false;
+      else fail(prog, "--window takes device or host");
+      break;
     case 'j': o->jsonPath = arg; break;
     case 'd':
       if (!parseDataType(arg, &o->dtype)) fail(prog, std::string("unknown datatype: ") + arg);
@@ -117,6 +123,8 @@ void printUsage(const char* prog) {
           "  -c, --check 0|1      verify every received element and the gaps (1)\n"
           "  -d, --datatype T     float, half, bfloat16, double, int8, uint8, int32, ... (float)\n"
           "  -m, --registered 0|1 buffers from rmaccMemAlloc, registered as windows (1)\n"
+          "  --window device|host putsignal's target window: rmaccMemAlloc memory (device), or\n"
+          "                       pinned host memory (host; one rank per node) (device)\n"
           "  -j, --json FILE      append one JSON line per size to FILE (rank 0)\n"
           "  --pattern P          alltoallv counts: uniform, random or zipf (uniform)\n"
           "  --seed S             seed of the count matrix, the same on every rank (1)\n"

@@ -26,6 +26,7 @@ struct Options {
   int check = 1;                   // -c
   rmaccDataType_t dtype = rmaccFloat32;  // -d
   int registered = 1;              // -m: buffers from rmaccMemAlloc, registered as windows
+  bool hostWindow = false;         // --window host: putsignal's target window in host memory
   std::string jsonPath;            // -j
   Pattern pattern = Pattern::kUniform;
   uint64_t seed = 1;

@@ -88,7 +88,8 @@ int runPutSignal(Context& ctx, const Options& opts) {
   const size_t windowElems = opts.maxBytes / es + gap;
   const Peers p = pairOf(opts, ctx.rank, ctx.nranks);
   // The target window is always from rmaccMemAlloc (a put needs a window); -m decides the source.
-  Buffer win = allocBuffer(ctx, windowElems * es, true);
+  Buffer win = opts.hostWindow ? allocHostWindow(ctx, windowElems * es)
+                               : allocBuffer(ctx, windowElems * es, true);
   Buffer send = allocBuffer(ctx, std::max<size_t>(opts.maxBytes, 8), opts.registered);
   std::vector<uint8_t> hostSend(send.bytes), hostRecv(win.bytes);
   printRankInfo(ctx, opts);

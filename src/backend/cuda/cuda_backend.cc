@@ -57,6 +57,7 @@ class CudaBackend : public Backend {
   Stream* userStream(rmaccStream_t stream) override;
   std::unique_ptr<Event> createEvent() override { return std::make_unique<CudaEvent>(state_); }
   bool isHostMemory(const void* ptr) const override;
+  int deviceOrdinal(const void* ptr) const override;
   // Without a GPU-direct provider the network reaches host memory only: relay buffers and
   // network staging live in pinned host memory, and the copy engines move data across PCIe.
   std::unique_ptr<Allocation> allocateNicVisible(size_t bytes) override {
@@ -157,6 +158,13 @@ bool CudaBackend::isHostMemory(const void* ptr) const {
   cudaPointerAttributes attr = {};
   RMACC_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
   return attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost;
+}
+
+int CudaBackend::deviceOrdinal(const void* ptr) const {
+  ContextGuard guard(*state_);
+  cudaPointerAttributes attr = {};
+  RMACC_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
+  return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
 }
 
 // A release store: the CPU's earlier writes are ordered before it, and the GPU's stream wait
