@@ -92,6 +92,20 @@ bool parseBool(const char* name, const char* v) {
   reject(name, v, "0 or 1");
 }
 
+// A variable with two spellings: `off` gives false, `on` true.
+bool parseSwitch(const char* name, const char* v, const char* off, const char* on) {
+  if (!strcasecmp(v, off)) return false;
+  if (!strcasecmp(v, on)) return true;
+  reject(name, v, strprintf("%s or %s", off, on).c_str());
+}
+
+size_t parseBytesAtLeast(const char* name, const char* v, size_t min) {
+  auto b = parseBytes(v);
+  if (!b || *b < min)
+    reject(name, v, strprintf("a byte size of at least %zu (e.g. 64M)", min).c_str());
+  return *b;
+}
+
 }  // namespace
 
 Config Config::fromEnvironment() {
@@ -118,11 +132,7 @@ Config Config::fromEnvironment() {
   }
   if (const char* v = env("RMACC_NET_PROVIDER")) c.netProvider = v;
   if (const char* v = env("RMACC_BOOTSTRAP_ADDR")) c.bootstrapAddr = v;
-  if (const char* v = env("RMACC_RELAY_BYTES")) {
-    auto b = parseBytes(v);
-    if (!b || *b < 4096) reject("RMACC_RELAY_BYTES", v, "a byte size of at least 4096 (e.g. 64M)");
-    c.relayBytes = *b;
-  }
+  if (const char* v = env("RMACC_RELAY_BYTES")) c.relayBytes = parseBytesAtLeast("RMACC_RELAY_BYTES", v, 4096);
   if (const char* v = env("RMACC_RELAY_SLOTS")) c.relaySlots = (int)parseInt("RMACC_RELAY_SLOTS", v, 2, 1024);
   if (c.relayBytes / c.relaySlots < 1024)
     RMACC_THROW(rmaccInvalidArgument,
@@ -133,11 +143,8 @@ Config Config::fromEnvironment() {
     else if (!strcasecmp(v, "barrier")) c.entrySync = EntrySync::kBarrier;
     else reject("RMACC_ENTRY_SYNC", v, "signals or barrier");
   }
-  if (const char* v = env("RMACC_MAX_PUT_BYTES")) {
-    auto b = parseBytes(v);
-    if (!b || *b < 4096) reject("RMACC_MAX_PUT_BYTES", v, "a byte size of at least 4096 (e.g. 1G)");
-    c.maxPutBytes = *b;
-  }
+  if (const char* v = env("RMACC_MAX_PUT_BYTES"))
+    c.maxPutBytes = parseBytesAtLeast("RMACC_MAX_PUT_BYTES", v, 4096);
   if (const char* v = env("RMACC_TIMEOUT_S")) {
     errno = 0;
     char* end = nullptr;
@@ -148,47 +155,23 @@ Config Config::fromEnvironment() {
   }
   if (const char* v = env("RMACC_DUMP_PLAN")) c.dumpPlan = parseBool("RMACC_DUMP_PLAN", v);
   if (const char* v = env("RMACC_TRACE_FILE")) c.traceFile = v;
-  if (const char* v = env("RMACC_LANES")) {
-    if (!strcasecmp(v, "split")) c.serialLanes = false;
-    else if (!strcasecmp(v, "serial")) c.serialLanes = true;
-    else reject("RMACC_LANES", v, "split or serial");
-  }
+  if (const char* v = env("RMACC_LANES")) c.serialLanes = parseSwitch("RMACC_LANES", v, "split", "serial");
   if (const char* v = env("RMACC_PROXY_POLL")) {
     if (!strcasecmp(v, "auto")) c.proxyPoll = Config::ProxyPoll::kAuto;
     else if (!strcasecmp(v, "eager")) c.proxyPoll = Config::ProxyPoll::kEager;
     else if (!strcasecmp(v, "sleep")) c.proxyPoll = Config::ProxyPoll::kSleep;
     else reject("RMACC_PROXY_POLL", v, "auto, eager or sleep");
   }
-  if (const char* v = env("RMACC_NET_BOUNCE")) {
-    if (!strcasecmp(v, "auto")) c.bounceAlways = false;
-    else if (!strcasecmp(v, "always")) c.bounceAlways = true;
-    else reject("RMACC_NET_BOUNCE", v, "auto or always");
-  }
-  if (const char* v = env("RMACC_NET_BOUNCE_BYTES")) {
-    auto b = parseBytes(v);
-    if (!b || *b == 0) reject("RMACC_NET_BOUNCE_BYTES", v, "a positive byte size");
-    c.bounceBytes = *b;
-  }
-  if (const char* v = env("RMACC_NET_BOUNCE_CHUNK")) {
-    auto b = parseBytes(v);
-    if (!b || *b == 0) reject("RMACC_NET_BOUNCE_CHUNK", v, "a positive byte size");
-    c.bounceChunkBytes = *b;
-  }
-  if (const char* v = env("RMACC_NET_GDR")) {
-    if (!strcasecmp(v, "auto")) c.netGdr = true;
-    else if (!strcasecmp(v, "off")) c.netGdr = false;
-    else reject("RMACC_NET_GDR", v, "auto or off");
-  }
-  if (const char* v = env("RMACC_NET_LANDING")) {
-    if (!strcasecmp(v, "auto")) c.landingAlways = false;
-    else if (!strcasecmp(v, "always")) c.landingAlways = true;
-    else reject("RMACC_NET_LANDING", v, "auto or always");
-  }
-  if (const char* v = env("RMACC_NET_LANDING_BYTES")) {
-    auto b = parseBytes(v);
-    if (!b || *b == 0) reject("RMACC_NET_LANDING_BYTES", v, "a positive byte size");
-    c.landingBytes = *b;
-  }
+  if (const char* v = env("RMACC_NET_BOUNCE")) c.bounceAlways = parseSwitch("RMACC_NET_BOUNCE", v, "auto", "always");
+  if (const char* v = env("RMACC_NET_BOUNCE_BYTES"))
+    c.bounceBytes = parseBytesAtLeast("RMACC_NET_BOUNCE_BYTES", v, 1);
+  if (const char* v = env("RMACC_NET_BOUNCE_CHUNK"))
+    c.bounceChunkBytes = parseBytesAtLeast("RMACC_NET_BOUNCE_CHUNK", v, 1);
+  if (const char* v = env("RMACC_NET_GDR")) c.netGdr = parseSwitch("RMACC_NET_GDR", v, "off", "auto");
+  if (const char* v = env("RMACC_NET_LANDING"))
+    c.landingAlways = parseSwitch("RMACC_NET_LANDING", v, "auto", "always");
+  if (const char* v = env("RMACC_NET_LANDING_BYTES"))
+    c.landingBytes = parseBytesAtLeast("RMACC_NET_LANDING_BYTES", v, 1);
   if (const char* v = env("RMACC_CE_STREAMS")) c.ceStreams = (int)parseInt("RMACC_CE_STREAMS", v, 1, 64);
   return c;
 }
