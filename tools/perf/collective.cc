@@ -93,8 +93,7 @@ int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test)
   int64_t wrong = ctx.rank == 0 ? table.footer() : 0;
   freeBuffer(ctx, &b.recv);
   for (int i = b.nSend - 1; i >= 0; --i) freeBuffer(ctx, &b.send[i]);
-  // Every rank returns the same code: the wrong count was summed over ranks, rank 0 printed it.
-  return sumOverRanks(ctx, static_cast<uint64_t>(wrong)) ? 1 : 0;
+  return checkedExitStatus(ctx, wrong);
 }
 
 }  // namespace rmacc::perf

@@ -92,6 +92,14 @@ uint64_t sumOverRanks(Context& ctx, uint64_t v) {
   return sum;
 }
 
+int checkedExitStatus(Context& ctx, int64_t wrongOnRank0) {
+  uint64_t wrong = sumOverRanks(ctx, static_cast<uint64_t>(ctx.rank == 0 ? wrongOnRank0 : 0));
+  if (wrong == 0) return 0;
+  fprintf(stderr, "rmacc-perf: rank %d: the check found %lld wrong values: exit status 1\n",
+          ctx.rank, static_cast<long long>(wrong));
+  return 1;
+}
+
 double maxOverRanks(Context& ctx, double v) {
   std::vector<uint8_t> all = allGather(ctx, &v, sizeof v);
   double m = v;

@@ -50,6 +50,9 @@ void finalizeContext(Context* ctx);
 // Every rank's `bytes` (<= 128) bytes, in rank order, through one rmaccAlltoAll.
 std::vector<uint8_t> allGather(Context& ctx, const void* mine, size_t bytes);
 uint64_t sumOverRanks(Context& ctx, uint64_t v);
+// The process's exit status after a test whose wrong-value count rank 0 holds (collective):
+// 1 on every rank, each saying why, when any value was wrong anywhere; else 0.
+int checkedExitStatus(Context& ctx, int64_t wrongOnRank0);
 double maxOverRanks(Context& ctx, double v);
 
 // Rank 0 prints the launcher, backend and one line per rank (pid, node, device), as nccl-tests.

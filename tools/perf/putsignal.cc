@@ -119,7 +119,7 @@ int runPutSignal(Context& ctx, const Options& opts) {
   pingPong(ctx, opts, p, send, win);
   freeBuffer(ctx, &send);
   freeBuffer(ctx, &win);
-  return sumOverRanks(ctx, static_cast<uint64_t>(wrong)) ? 1 : 0;
+  return checkedExitStatus(ctx, wrong);
 }
 
 }  // namespace rmacc::perf
