@@ -71,6 +71,9 @@ void runGpuAlltoallv(Shape shape, int calls, int nGpu) {
       }
       CUDA_OK(cudaMemcpy(dsend, hsend.data(), hsend.size(), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(drecv, hrecv.data(), hrecv.size(), cudaMemcpyHostToDevice));
+      // cudaMemcpy from pageable memory may return before its DMA is done, and `stream` is
+      // non-blocking (not ordered after the legacy stream): wait for the fills.
+      CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
       RMACC_OK(rmaccAlltoAllv(dsend, l.sendcounts.data(), l.sdispls.data(), drecv,
                               l.recvcounts.data(), l.rdispls.data(), type, comm, stream), comm);
       RMACC_OK(rmaccStreamSynchronize(comm, stream), comm);

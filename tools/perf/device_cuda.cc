@@ -44,6 +44,11 @@ class CudaDevice : public Device {
   void releaseHost(void* ptr) override { cudaFreeHost(ptr); }
   void copyToDevice(void* dst, const void* src, size_t bytes) override {
     cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    // From pageable memory cudaMemcpy may return before the DMA into `dst` is done (CUDA's
+    // "API synchronization behavior"), and rmacc's non-blocking streams are not ordered after
+    // the legacy stream that carries it: without this, a call could read the old contents
+    // (seen: a stale value in rmacc-perf's own all-gather, one run in two on 2 x H200).
+    cudaCheck(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
   }
   void copyToHost(void* dst, const void* src, size_t bytes) override {
     cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
