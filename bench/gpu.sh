@@ -53,16 +53,28 @@ if has sanitizer; then
   echo "compute-sanitizer memcheck, putsignal 2 nodes: exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-putsignal.log" | head -2
 fi
 
+# MPS only while ranks share a GPU: without it their contexts time-slice (a put+signal
+# ping-pong 142 us instead of 4 us), with it one rank per GPU pays for it (1-node AlltoAll at
+# 256 KiB-1 MiB: ~98 us a call under MPS, 35-55 us without; bench/RESULTS.md §5.1).
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
-nvidia-cuda-mps-control -d && echo "MPS started" >> "$OUT/machine.txt"
+mps=off
+mps_for() {  # mps_for NRANKS: MPS on when NRANKS ranks must share the GPUs, off otherwise
+  if (( $1 > ngpu )) && [[ $mps == off ]]; then
+    nvidia-cuda-mps-control -d && mps=on && echo "MPS on for $1 ranks" >> "$OUT/machine.txt"
+  elif (( $1 <= ngpu )) && [[ $mps == on ]]; then
+    echo quit | nvidia-cuda-mps-control; mps=off; sleep 1
+  fi
+}
 
 if has tests; then
+  mps_for 4  # the 2 x 2 cases
   (cd build-gpu && timeout 500 ctest -R "Cuda|Gpu" --output-on-failure --timeout 400) > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|Failed|Passed" "$OUT/gpu-tests.log" | tail -12
 fi
 
 if has perf; then
+  mps_for "$local_ranks"
   perf putsignal-1node 2 1 putsignal -b 8 -e 64M -f 8 -n 100 -w 10
   perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
   RMACC_LANES=serial perf alltoall-1node-serial "$local_ranks" 1 alltoall -b 1K -e 64M -f 8 -n 20 -w 5
@@ -71,6 +83,7 @@ if has perf; then
 fi
 
 if has cost; then  # where a small call's host time goes: queued, count exchange, plan+enqueue
+  mps_for 4
   for shape in "$local_ranks 1" "4 2"; do
     set -- $shape
     RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=COLL,INIT,NET timeout 120 tools/rmacc-run -n $1 --nodes $2 --timeout 110 -- \
@@ -82,6 +95,7 @@ if has cost; then  # where a small call's host time goes: queued, count exchange
 fi
 
 if has trace; then  # a timeline of small calls (stream ops and network hops), for bench/timeline.py
+  mps_for 4
   for shape in "4 2" "4 4" "2 2" "4 1"; do
     set -- $shape
     RMACC_TRACE_FILE="$OUT/trace-$1x$2.%r.json" timeout 120 tools/rmacc-run -n $1 --nodes $2 --timeout 110 -- \
@@ -92,6 +106,7 @@ fi
 
 # 2 emulated nodes x 2 ranks: the relay path, 4 ranks sharing the GPUs.
 if has relay; then
+  mps_for 4
   perf alltoallv-zipf-2x2 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
   perf alltoallv-random-2x2 4 2 alltoallv --pattern random -b 1K -e 256M -f 16 -n 10 -w 3
   # Entry by barrier instead of per-peer signals: on one GPU shared by 4 MPS clients the
@@ -99,6 +114,7 @@ if has relay; then
   RMACC_ENTRY_SYNC=barrier perf alltoallv-zipf-2x2-barrier 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
 fi
 if has proxy; then  # 2 emulated nodes x 1 (proxy path only)
+  mps_for 2
   perf alltoallv-2x1 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
   # Staged sources sent whole (one chunk) instead of in 4 MiB chunks, for comparison.
   RMACC_NET_BOUNCE_CHUNK=1G perf alltoallv-2x1-onechunk 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
@@ -109,6 +125,7 @@ if has proxy; then  # 2 emulated nodes x 1 (proxy path only)
   perf putsignal-2x1-hostwindow 2 2 putsignal --window host -b 8 -e 256M -f 8 -n 20 -w 3
 fi
 if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
+  mps_for 2
   for prov in tcp shm; do
     RMACC_NET_PROVIDER=$prov FI_PROVIDER=$prov RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=NET timeout 60 \
       tools/rmacc-run -n 2 --nodes 2 --timeout 50 -- build-gpu/tools/rmacc-perf putsignal -b 8 -e 4K -f 8 -n 5 -w 1 \
@@ -116,7 +133,7 @@ if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (F
     echo "== GPU-direct probe, provider $prov (exit $?)"; grep -hE "FI_HMEM|GPU-direct|hmem" "$OUT/gdr-$prov.log" | sort -u | cut -c1-400
   done
 fi
-echo quit | nvidia-cuda-mps-control
+mps_for 0
 
 if has peer; then  # NCCL (needs one GPU per rank) and the copy-engine ceiling, without MPS
   timeout 300 python3 bench/nccl_peer.py -b 1K -e "$MAXSIZE" -f 4 > "$OUT/nccl-peer.log" 2>&1
