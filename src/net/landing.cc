@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -100,7 +101,13 @@ bool LandingZone::progress(const std::function<void(int, int)>& credit,
   if (copying_.empty()) return false;
   uint64_t done = __atomic_load_n(static_cast<uint64_t*>(doneWord_->ptr()), __ATOMIC_ACQUIRE);
   if (done < copying_.front().seq) {
-    stream_->query();  // throws when the copy stream failed
+    // A failed copy stream never writes doneWord: ask the stream now and then (it throws then),
+    // not every round: an eagerly polling proxy would make a driver call per round for nothing.
+    const double now = monotonicSeconds();
+    if (now - lastQueryS_ > 0.01) {
+      lastQueryS_ = now;
+      stream_->query();
+    }
     return false;
   }
   while (!copying_.empty() && copying_.front().seq <= done) {

@@ -105,6 +105,7 @@ class LandingZone {
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<Allocation> doneWord_;  // the stream writes the seq of each finished copy
   uint64_t enqueued_ = 0;
+  double lastQueryS_ = 0;  // when progress() last asked the copy stream for errors
   std::deque<Copy> copying_;
   std::map<std::pair<int, uint64_t>, PutState> puts_;  // by (src, putId)
 
