@@ -819,8 +819,21 @@ TEST(LandingZoneTest, CopiesChecksCreditsAndSignals) {
   stage(3, 0, 16, 8, 1, 0x11);
   expectRefused(0, 3, "a chunk from a rank of this node");
   expectRefused(1, 4, "a slot past the last");
+  // Windows nest and repeat: one forbid undoes one allow.
+  zone.allow(window.data() + kSlotBytes, 16);
+  zone.allow(window.data(), window.size());
+  stage(3, 2 * kSlotBytes, 16, 9, 1, 0x22);
   zone.forbid(window.data());
+  zone.arrived(1, 3);  // still allowed: the window was registered twice
+  drain();
+  EXPECT_EQ(window[2 * kSlotBytes], 0x22);
+  zone.forbid(window.data());
+  stage(3, 0, 16, 10, 1, 0x11);
   expectRefused(1, 3, "a chunk into a deregistered window");
+  stage(3, kSlotBytes, 16, 10, 1, 0x33);
+  zone.arrived(1, 3);  // inside the small window still registered
+  drain();
+  EXPECT_EQ(window[kSlotBytes], 0x33);
   EXPECT_TRUE(zone.idle());
 }
 

@@ -16,8 +16,7 @@ struct WindowRecord {
   uint64_t size;
   uint64_t allocOffset;  // offset of the window in its exportable allocation
   uint8_t exportable;    // the node's other ranks can map it
-  uint8_t nicWritable;   // the network can write it (host memory, or a GPU-direct provider)
-  RemoteRegion remote;   // valid on multi-node communicators
+  RemoteRegion remote;   // valid on multi-node communicators when the network writes it
   // Set when other nodes' puts must land in this rank's landing zone (net/landing.h).
   RemoteRegion landing;
   uint32_t landingSlots;
@@ -106,10 +105,11 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
   }
   bool needsExport = topo.localSize() > 1 && bytes > 0;
   bool ok = !needsExport || a != nullptr;
-  rec.nicWritable = bytes == 0 || comm_.backend().nicAccessible(buff);
   rec.base = (uint64_t)(uintptr_t)buff;
+  // Memory the network cannot write (device memory without a GPU-direct provider) takes other
+  // nodes' puts through this rank's landing zone.
   const bool landed = ok && comm_.multiNode() && bytes > 0 &&
-                      (!rec.nicWritable || comm_.cfg().landingAlways);
+                      (!comm_.backend().nicAccessible(buff) || comm_.cfg().landingAlways);
   if (landed) {
     LandingZone& zone = comm_.landingZone();
     zone.allow(buff, bytes);

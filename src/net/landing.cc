@@ -45,22 +45,24 @@ LandingZone::~LandingZone() {
 
 void LandingZone::allow(const void* base, size_t bytes) {
   std::lock_guard<std::mutex> lock(windowsMu_);
-  windows_[static_cast<const char*>(base)] = bytes;
+  windows_.emplace(static_cast<const char*>(base), bytes);
 }
 
 void LandingZone::forbid(const void* base) {
   std::lock_guard<std::mutex> lock(windowsMu_);
-  windows_.erase(static_cast<const char*>(base));
+  auto it = windows_.find(static_cast<const char*>(base));
+  if (it != windows_.end()) windows_.erase(it);
 }
 
+// A scan, not a lookup: windows may nest or overlap, and there are few of them beside the
+// megabytes a chunk carries.
 bool LandingZone::allowed(uint64_t addr, uint64_t bytes) const {
-  const char* p = reinterpret_cast<const char*>(addr);
   std::lock_guard<std::mutex> lock(windowsMu_);
-  auto it = windows_.upper_bound(p);
-  if (it == windows_.begin()) return false;
-  --it;
-  uint64_t off = (uint64_t)(p - it->first);
-  return off <= it->second && bytes <= it->second - off;
+  for (const auto& [start, size] : windows_) {
+    uint64_t base = (uint64_t)(uintptr_t)start;
+    if (addr >= base && addr - base <= size && bytes <= size - (addr - base)) return true;
+  }
+  return false;
 }
 
 char* LandingZone::row(int src) const {

@@ -70,7 +70,8 @@ class LandingZone {
   const RemoteRegion& remote() const { return mr_->remote(); }
   uint32_t slots() const { return slots_; }
   uint64_t slotBytes() const { return slotBytes_; }
-  // Windows chunks may be copied into (a header naming anything else fails the proxy).
+  // Windows chunks may be copied into (a header naming anything else fails the proxy); one
+  // forbid undoes one allow of the same start.
   void allow(const void* base, size_t bytes);
   void forbid(const void* base);
 
@@ -110,7 +111,8 @@ class LandingZone {
   std::map<std::pair<int, uint64_t>, PutState> puts_;  // by (src, putId)
 
   mutable std::mutex windowsMu_;
-  std::map<const char*, size_t> windows_;  // allowed destinations, by start
+  std::multimap<const char*, size_t> windows_;  // allowed destinations (start, bytes); windows
+                                                // may repeat or overlap
 
   char* row(int src) const;
   bool allowed(uint64_t addr, uint64_t bytes) const;
