@@ -62,7 +62,10 @@ expect "timeout" 124 "" -- -n 2 --no-id --timeout 1 -- sleep 60
 # Ctrl-C: SIGINT to rmacc-run reaches the ranks (even though a background job ignores SIGINT).
 "$run" -n 2 --no-id -- sleep 60 >/dev/null 2>&1 &
 pid=$!
-sleep 1
+# Only once both ranks run `sleep` (exec done): a SIGINT that reaches rmacc-run before its
+# handler is in, or a rank between fork and exec, is lost (a fixed 1 s wait failed on a loaded
+# CI machine: the ranks slept their 60 s and rmacc-run exited 0).
+for _ in $(seq 200); do [ "$(pgrep -c -x -P $pid sleep)" = 2 ] && break; sleep 0.1; done
 kill -INT $pid
 wait $pid
 rc=$?
