@@ -22,11 +22,13 @@
 
 namespace rmacc {
 
-// The target's address for one landing slot's header and chunk, as a source computes them.
-// Layout of a zone: one row per remote source: [slots headers of kLandingHeaderBytes][slots
-// chunks of slotBytes].
+// Layout of a zone: one row per remote source (Topology::remoteIndex), each [slots headers of
+// kLandingHeaderBytes][slots chunks of slotBytes].
 constexpr size_t kLandingHeaderBytes = 64;
 
+// What a source needs to put into one window of a target through the target's zone: the
+// zone's registration and geometry and the window (published at window registration), and
+// where its own slots' headers and chunks lie.
 struct LandingTarget {
   RemoteRegion region;      // the target's zone; size 0: the target has none
   uint32_t slots = 0;
@@ -56,7 +58,7 @@ struct LandingHeader {
 };
 static_assert(sizeof(LandingHeader) == kLandingHeaderBytes, "one header per 64 bytes");
 
-// The target side; everything but allow/forbid/target runs on the proxy thread.
+// The target side; everything but allow/forbid and the accessors runs on the proxy thread.
 class LandingZone {
  public:
   // `sourceRow[r]`: rank r's row (Topology::remoteIndex), or -1 for ranks that never put here
