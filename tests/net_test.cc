@@ -71,6 +71,19 @@ struct Board {
 };
 Board* boardOf(const RankContext& c) { return static_cast<Board*>(c.shared); }
 
+// Runs `f`, which must throw Error(code); `what` names the case in failure messages. Returns
+// the error's text ("" when nothing was thrown).
+std::string expectError(rmaccResult_t code, const char* what, const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << what << ": " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << what << " was accepted";
+  return "";
+}
+
 // Waits for pred(), calling idle() in between (fabric progress, or a short sleep).
 void waitFor(const std::function<bool()>& pred, const std::function<void()>& idle,
              double timeoutS, const char* what) {
@@ -455,12 +468,8 @@ TEST_P(SplitPutTest, SignalsOnceWhenAllPiecesLanded) {
         pr.waitAtLeast(q->done(), seq);
       }
       // One piece more than the completion data can count: refused at post, proxy unharmed.
-      try {
-        q->post(pr.put(1, src.data(), 255 * kPiece + 1, 0, kCtxData, 3));
-        ADD_FAILURE() << "a 256-piece put was accepted";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.code(), rmaccInvalidArgument) << e.what();
-      }
+      expectError(rmaccInvalidArgument, "a 256-piece put",
+                  [&] { q->post(pr.put(1, src.data(), 255 * kPiece + 1, 0, kCtxData, 3)); });
     } else {
       for (int k = 0; k < 2; ++k) {
         pr.waitAtLeast(pr.sig(kCtxData, 3, 0), k + 1);
@@ -506,12 +515,7 @@ TEST_P(SplitPutTest, ChunkedPartsSignalOnceAfterAllLanded) {
       ProxyPut bad = pr.put(1, src.data(), 8, 0, kCtxData, 5);
       bad.final = false;
       bad.priorPieces = 3;
-      try {
-        q->post(bad);
-        ADD_FAILURE() << "a non-final part with prior pieces was accepted";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.code(), rmaccInvalidArgument) << e.what();
-      }
+      expectError(rmaccInvalidArgument, "a non-final part with prior pieces", [&] { q->post(bad); });
     } else {
       for (int k = 0; k < 2; ++k) {
         pr.waitAtLeast(pr.sig(kCtxData, 5, 0), k + 1);
@@ -646,12 +650,7 @@ TEST(ProxyTest, InvalidPutsRefused) {
     ProxyQueue* q = pr.proxy->createQueue();
     char src[16] = {};
     auto expectRefused = [&](ProxyPut p, const char* what) {
-      try {
-        q->post(p);
-        ADD_FAILURE() << what << " was accepted";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.code(), rmaccInvalidArgument) << what << ": " << e.what();
-      }
+      expectError(rmaccInvalidArgument, what, [&] { q->post(p); });
     };
     int peer = 1 - c.rank;
     ProxyPut p = pr.put(peer, src, 16, 0, kCtxData, 0);
@@ -715,12 +714,8 @@ TEST(FabricTest, HmemIsAskedForAndFallsBack) {
       EXPECT_FALSE(tcp.hmem());
       EXPECT_FALSE(tcp.deviceNeedsRegistration());
       EXPECT_NE(tcp.registerMemory(host.data(), host.size()), nullptr);
-      try {
-        tcp.registerMemory(host.data(), host.size(), 0);
-        ADD_FAILURE() << "CUDA registration accepted without FI_HMEM";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.code(), rmaccInvalidArgument) << e.what();
-      }
+      expectError(rmaccInvalidArgument, "CUDA registration without FI_HMEM",
+                  [&] { tcp.registerMemory(host.data(), host.size(), 0); });
     }
     std::unique_ptr<Fabric> shm;
     try {
@@ -730,13 +725,10 @@ TEST(FabricTest, HmemIsAskedForAndFallsBack) {
     }
     EXPECT_TRUE(shm->hmem());
     EXPECT_NE(shm->registerMemory(host.data(), host.size()), nullptr);
-    try {
-      shm->registerMemory(host.data(), host.size(), 0);  // not CUDA memory, and no CUDA support
-      ADD_FAILURE() << "FI_HMEM_CUDA registration of host memory accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), rmaccNetworkError) << e.what();
-      EXPECT_NE(std::string(e.what()).find("FI_HMEM_CUDA"), std::string::npos) << e.what();
-    }
+    // Not CUDA memory, and no CUDA support.
+    std::string text = expectError(rmaccNetworkError, "FI_HMEM_CUDA registration of host memory",
+                                   [&] { shm->registerMemory(host.data(), host.size(), 0); });
+    EXPECT_NE(text.find("FI_HMEM_CUDA"), std::string::npos) << text;
   });
   EXPECT_EQ(st[0], 0);
 }
@@ -802,12 +794,7 @@ TEST(LandingZoneTest, CopiesChecksCreditsAndSignals) {
   EXPECT_EQ(window[2 * kSlotBytes + 100], 0xEE) << "copied past the chunk";
 
   auto expectRefused = [&](int src, int slot, const char* what) {
-    try {
-      zone.arrived(src, slot);
-      ADD_FAILURE() << what << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), rmaccRemoteError) << e.what();
-    }
+    expectError(rmaccRemoteError, what, [&] { zone.arrived(src, slot); });
   };
   LandingHeader* h = stage(3, 0, 16, 8, 1, 0x11);
   h->bytes = 17;  // changed after the checksum: a torn header
@@ -907,12 +894,7 @@ TEST_P(LandingPutTest, ChunksThroughFewSlotsLandByteExact) {
       ProxyPut empty = pr.put(1, src.data(), 0, 0, kCtxData, 0);
       empty.landing = t;
       empty.dst = t.region;
-      try {
-        q[0]->post(empty);
-        ADD_FAILURE() << "a zero-byte landing put was accepted";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.code(), rmaccInvalidArgument) << e.what();
-      }
+      expectError(rmaccInvalidArgument, "a zero-byte landing put", [&] { q[0]->post(empty); });
     } else {
       pr.waitAtLeast(pr.sig(kCtxData, 0, 0), kPuts);
       pr.waitAtLeast(pr.sig(kCtxData, 1, 0), kPuts);
