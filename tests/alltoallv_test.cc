@@ -173,6 +173,27 @@ TEST(Alltoallv, BouncedSourcesWrapTheRing) {
            });
 }
 
+// RMACC_LOCAL_COPY=engines: the block a rank sends itself, and staged blocks copied into a
+// malloc'd receive buffer, go out and back through the next local rank's slots and pinned
+// host slots (what CUDA uses so that no copy needs an SM). Odd slot sizes make many steps and
+// uneven last chunks; calls above 1 MiB a block split over both routes, smaller ones take one.
+TEST(Alltoallv, LocalCopiesTakeTheCopyEngineRoutes) {
+  for (Topo t : {Topo{1, 3}, Topo{2, 2}, Topo{1, 1}}) {
+    SCOPED_TRACE(std::to_string(t.nodes) + "x" + std::to_string(t.local));
+    runRanks(t.nodes * t.local,
+             optionsFor(t, {{"RMACC_LOCAL_COPY", "engines"}, {"RMACC_LOCAL_COPY_SLOT", "40961"}}),
+             [&](const RankContext& ctx) {
+               TestComm comm(ctx);
+               const int n = t.nodes * t.local;
+               for (int call = 0; call < 6; ++call) {
+                 Pattern p = call % 2 ? Pattern::kZipf : Pattern::kUniform;
+                 auto counts = makeCounts(p, n, call % 3 == 2 ? 400000 : 3000 + call, 700 + call);
+                 oneCall(comm, counts, rmaccFloat32, call % 2, 700 + call, comm.stream());
+               }
+             });
+  }
+}
+
 // RMACC_ENTRY_SYNC=barrier: a barrier instead of per-peer entry signals before every call.
 TEST(Alltoallv, EntryBarrierMode) {
   runRanks(6, optionsFor({3, 2}, {{"RMACC_ENTRY_SYNC", "barrier"}, {"RMACC_RELAY_BYTES", "8K"}}),

@@ -109,6 +109,11 @@ class Backend {
   virtual std::unique_ptr<Event> createEvent() = 0;
   // True when the CPU can read and write `ptr` directly (host memory).
   virtual bool isHostMemory(const void* ptr) const = 0;
+  // True when a copy from device memory to device memory of this one device needs the
+  // device's compute units (CUDA runs it as a kernel on the SMs: exec/local_copy.h).
+  virtual bool deviceCopyUsesCompute() const { return false; }
+  // True for memory of this backend's device (all memory on the host backend).
+  virtual bool isDeviceMemory(const void* ptr) const { return true; }
   // A CPU thread's store of a value that streams may be waiting on (the proxy's signal
   // increments, done flags): a release store, plus waking the host backend's waiters.
   virtual void hostWrite(volatile uint64_t* addr, uint64_t value) = 0;

@@ -172,6 +172,14 @@ Config Config::fromEnvironment() {
     c.landingAlways = parseSwitch("RMACC_NET_LANDING", v, "auto", "always");
   if (const char* v = env("RMACC_NET_LANDING_BYTES"))
     c.landingBytes = parseBytesAtLeast("RMACC_NET_LANDING_BYTES", v, 1);
+  if (const char* v = env("RMACC_LOCAL_COPY")) {
+    if (!strcasecmp(v, "auto")) c.localCopy = Config::LocalCopy::kAuto;
+    else if (!strcasecmp(v, "direct")) c.localCopy = Config::LocalCopy::kDirect;
+    else if (!strcasecmp(v, "engines")) c.localCopy = Config::LocalCopy::kEngines;
+    else reject("RMACC_LOCAL_COPY", v, "auto, direct or engines");
+  }
+  if (const char* v = env("RMACC_LOCAL_COPY_SLOT"))
+    c.localCopySlotBytes = parseBytesAtLeast("RMACC_LOCAL_COPY_SLOT", v, 1);
   if (const char* v = env("RMACC_CE_STREAMS")) c.ceStreams = (int)parseInt("RMACC_CE_STREAMS", v, 1, 64);
   return c;
 }
@@ -184,7 +192,7 @@ void Config::log() const {
                                 "RMACC_CE_STREAMS", "RMACC_LANES", "RMACC_BOOTSTRAP_ADDR",
                                 "RMACC_NET_BOUNCE", "RMACC_NET_BOUNCE_BYTES", "RMACC_NET_BOUNCE_CHUNK",
                                 "RMACC_PROXY_POLL", "RMACC_NET_LANDING", "RMACC_NET_GDR",
-                                "RMACC_NET_LANDING_BYTES"};
+                                "RMACC_NET_LANDING_BYTES", "RMACC_LOCAL_COPY", "RMACC_LOCAL_COPY_SLOT"};
   for (const char* name : kVars)
     if (const char* v = env(name)) INFO(kSubsysEnv, "%s set by environment to %s", name, v);
   INFO(kSubsysEnv, "relay %zu bytes in %d slots, max put %zu bytes, timeout %.1f s", relayBytes,

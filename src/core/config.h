@@ -63,6 +63,13 @@ struct Config {
   // RMACC_NET_LANDING_BYTES: pinned landing memory a rank with such windows sets aside for all
   // its remote sources together (4 slots each, 64 KiB to 4 MiB a slot).
   size_t landingBytes = 64ull << 20;
+  // RMACC_LOCAL_COPY: how bytes move inside one device (the block a rank sends itself, staged
+  // blocks). `direct`: one device copy (on CUDA the driver runs it on the SMs, so it waits for
+  // compute kernels); `engines`: out and back through a peer GPU and pinned host memory, copy
+  // engines only (exec/local_copy.h); `auto`: engines where device copies need compute units
+  // (CUDA) and the node has another GPU, else direct.
+  enum class LocalCopy { kAuto, kDirect, kEngines } localCopy = LocalCopy::kAuto;
+  size_t localCopySlotBytes = 4ull << 20;       // RMACC_LOCAL_COPY_SLOT: each of the 2 slots a route has
 
   // Reads and validates the environment; throws Error(rmaccInvalidArgument) naming the
   // variable when a value is malformed.

@@ -34,6 +34,13 @@ Executor::Executor(Comm& comm) : comm_(comm) {
   join_ = be.createStream();
   joined_ = be.createEvent();
   trace_ = comm.trace();
+  const Config& cfg = comm.cfg();
+  bool engines = cfg.localCopy == Config::LocalCopy::kEngines ||
+                 (cfg.localCopy == Config::LocalCopy::kAuto && be.deviceCopyUsesCompute() &&
+                  comm.topo().localSize() > 1);
+  copier_ = std::make_unique<LocalCopier>(be, comm.bootstrap(), comm.topo(), comm.rank(),
+                                          engines ? LocalCopyMode::kEngines : LocalCopyMode::kDirect,
+                                          cfg.localCopySlotBytes);
 }
 
 Executor::~Executor() {
@@ -92,7 +99,7 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
   switch (op.kind) {
     case OpKind::kCopy: {
       CopyDesc c{local(op.dst), local(op.src), op.bytes};
-      if (op.bytes) s.copy(&c, 1);
+      copier_->copy(s, &c, 1);
       return;
     }
     case OpKind::kWait: {
@@ -175,7 +182,7 @@ void Executor::run(const plan::Plan& plan, const CallBuffers& buffers, Event& st
     s->record(e);
     join_->waitEvent(e);
   }
-  if (!finish.empty()) join_->copy(finish.data(), finish.size());
+  copier_->copy(*join_, finish.data(), finish.size());
   join_->writeValue(doneFlag, doneValue);
   join_->record(*joined_);
   anyCall_ = true;

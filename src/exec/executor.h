@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "core/window.h"
+#include "exec/local_copy.h"
 #include "exec/trace.h"
 #include "plan/plan.h"
 
@@ -30,7 +31,7 @@ struct CallBuffers {
 
 class Executor {
  public:
-  explicit Executor(Comm& comm);
+  explicit Executor(Comm& comm);  // collective (the local copier's slots)
   ~Executor();
 
   // Enqueues the ops of `plan` for this rank. Every lane first waits for `start` (the user's
@@ -63,6 +64,7 @@ class Executor {
   std::unique_ptr<Event> joined_;  // the previous call's completion, recorded on join_
   bool anyCall_ = false;
   uint64_t relayHighWater_ = 0;
+  std::unique_ptr<LocalCopier> copier_;  // copies within this rank's device
   TraceWriter* trace_ = nullptr;  // the communicator's, when RMACC_TRACE_FILE is set
 };
 

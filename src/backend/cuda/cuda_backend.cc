@@ -57,6 +57,9 @@ class CudaBackend : public Backend {
   Stream* userStream(rmaccStream_t stream) override;
   std::unique_ptr<Event> createEvent() override { return std::make_unique<CudaEvent>(state_); }
   bool isHostMemory(const void* ptr) const override;
+  // Measured on H200s, driver 580: every same-GPU device-to-device copy is an SM kernel.
+  bool deviceCopyUsesCompute() const override { return true; }
+  bool isDeviceMemory(const void* ptr) const override { return deviceOrdinal(ptr) == state_->device; }
   int deviceOrdinal(const void* ptr) const override;
   // Without a GPU-direct provider the network reaches host memory only: relay buffers and
   // network staging live in pinned host memory, and the copy engines move data across PCIe.
