@@ -44,7 +44,7 @@ TEST_P(ConfigKnob, AcceptsGoodRejectsBadByName) {
 INSTANTIATE_TEST_SUITE_P(
     Env, ConfigKnob,
     testing::Values(
-        Knob{"RMACC_LANES", "serial", [](const Config& c) { return c.serialLanes; }, "parallel"},
+        Knob{"RMACC_LANES", "serial", [](const Config& c) { return c.lanes == Config::Lanes::kSerial; }, "parallel"},
         Knob{"RMACC_NET_BOUNCE", "always", [](const Config& c) { return c.bounceAlways; }, "yes"},
         Knob{"RMACC_NET_BOUNCE_BYTES", "8M",
              [](const Config& c) { return c.bounceBytes == (8u << 20); }, "0"},
@@ -58,7 +58,11 @@ INSTANTIATE_TEST_SUITE_P(
         Knob{"RMACC_MAX_PUT_BYTES", "1M",
              [](const Config& c) { return c.maxPutBytes == (1u << 20); }, "12"},
         Knob{"RMACC_PROXY_POLL", "sleep",
-             [](const Config& c) { return c.proxyPoll == Config::ProxyPoll::kSleep; }, "busy"}),
+             [](const Config& c) { return c.proxyPoll == Config::ProxyPoll::kSleep; }, "busy"},
+        Knob{"RMACC_LOCAL_COPY", "engines",
+             [](const Config& c) { return c.localCopy == Config::LocalCopy::kEngines; }, "sm"},
+        Knob{"RMACC_LOCAL_COPY_SLOT", "1M",
+             [](const Config& c) { return c.localCopySlotBytes == (1u << 20); }, "0"}),
     knobName);
 
 }  // namespace

@@ -60,14 +60,23 @@ void runGpuAlltoallv(Shape shape, int calls, int nGpu) {
       Layout l = makeLayout(counts, n, ctx.rank, seed);
       std::vector<uint8_t> hsend(l.sendElems * esize + 1), hrecv(l.recvElems * esize + 1, kPoison);
       fillSend(hsend.data(), l, esize, ctx.rank, seed);
-      void *dsend, *drecv;
-      bool registered = call % 3 == 0;  // rmaccMemAlloc (zero-copy) or cudaMalloc (staged)
+      void *dsend, *drecv, *segment = nullptr;
+      // rmaccMemAlloc; cudaMalloc'd buffers of their own; or, as PyTorch's caching allocator
+      // hands them out, both inside one larger cudaMalloc segment at odd offsets. The last
+      // two are mapped by peers through CUDA IPC (a fresh allocation every call: the handle
+      // cache must tell a new allocation at a freed one's address from the old).
+      int kind = call % 3;
+      bool registered = kind == 0;
       if (registered) {
         RMACC_OK(rmaccMemAlloc(comm, &dsend, hsend.size()), comm);
         RMACC_OK(rmaccMemAlloc(comm, &drecv, hrecv.size()), comm);
-      } else {
+      } else if (kind == 1) {
         CUDA_OK(cudaMalloc(&dsend, hsend.size()));
         CUDA_OK(cudaMalloc(&drecv, hrecv.size()));
+      } else {
+        CUDA_OK(cudaMalloc(&segment, hsend.size() + hrecv.size() + 4096));
+        dsend = (char*)segment + 512;
+        drecv = (char*)segment + 1024 + hsend.size();
       }
       CUDA_OK(cudaMemcpy(dsend, hsend.data(), hsend.size(), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(drecv, hrecv.data(), hrecv.size(), cudaMemcpyHostToDevice));
@@ -84,6 +93,8 @@ void runGpuAlltoallv(Shape shape, int calls, int nGpu) {
       if (registered) {
         rmaccMemFree(comm, dsend);
         rmaccMemFree(comm, drecv);
+      } else if (segment) {
+        cudaFree(segment);
       } else {
         cudaFree(dsend);
         cudaFree(drecv);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ struct CopyDesc {
   size_t bytes;
 };
 
+struct WriteDesc {
+  volatile uint64_t* addr;
+  uint64_t value;
+};
+
 struct WaitDesc {
   const volatile uint64_t* addr;
   uint64_t value;  // wait until *addr >= value
@@ -61,6 +67,10 @@ class Stream {
   virtual void copy(const CopyDesc* ops, size_t n) = 0;
   // Stores `value` at `addr` once all earlier work of this stream is complete and visible.
   virtual void writeValue(volatile uint64_t* addr, uint64_t value) = 0;
+  // The stores of writeValue, in order, as one call where the device takes them together.
+  virtual void writeValues(const WriteDesc* ops, size_t n) {
+    for (size_t i = 0; i < n; ++i) writeValue(ops[i].addr, ops[i].value);
+  }
   // Holds later work until every *addr >= value.
   virtual void waitValues(const WaitDesc* ops, size_t n) = 0;
   virtual void record(Event& event) = 0;
@@ -86,6 +96,13 @@ class Backend {
   // rmaccMemAlloc memory: device memory, or shared memory on the host backend.
   virtual std::unique_ptr<Allocation> allocate(size_t bytes) = 0;
   virtual std::unique_ptr<Mapping> import(const ExportHandle& handle) = 0;
+  // Memory the caller allocated (not through allocate()) that peers of the node can map with
+  // import(): the handle of the allocation holding [ptr, ptr + bytes) and ptr's offset in it.
+  // nullopt when it cannot be shared: peers then write into staging.
+  virtual std::optional<std::pair<ExportHandle, size_t>> exportUserMemory(const void* ptr,
+                                                                          size_t bytes) {
+    return std::nullopt;
+  }
   // Memory both this process's streams and its CPU threads read and write (signals written
   // by the proxy, ready/done flags): pinned and device-mapped host memory on CUDA.
   virtual std::unique_ptr<Allocation> allocateHostVisible(size_t bytes) = 0;

@@ -155,7 +155,12 @@ Config Config::fromEnvironment() {
   }
   if (const char* v = env("RMACC_DUMP_PLAN")) c.dumpPlan = parseBool("RMACC_DUMP_PLAN", v);
   if (const char* v = env("RMACC_TRACE_FILE")) c.traceFile = v;
-  if (const char* v = env("RMACC_LANES")) c.serialLanes = parseSwitch("RMACC_LANES", v, "split", "serial");
+  if (const char* v = env("RMACC_LANES")) {
+    if (!strcasecmp(v, "auto")) c.lanes = Config::Lanes::kAuto;
+    else if (!strcasecmp(v, "split")) c.lanes = Config::Lanes::kSplit;
+    else if (!strcasecmp(v, "serial")) c.lanes = Config::Lanes::kSerial;
+    else reject("RMACC_LANES", v, "auto, split or serial");
+  }
   if (const char* v = env("RMACC_PROXY_POLL")) {
     if (!strcasecmp(v, "auto")) c.proxyPoll = Config::ProxyPoll::kAuto;
     else if (!strcasecmp(v, "eager")) c.proxyPoll = Config::ProxyPoll::kEager;

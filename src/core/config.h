@@ -37,8 +37,9 @@ struct Config {
   int ceStreams = 1;
   // RMACC_LANES: `split` runs the plan's four lanes on their own streams (overlap); `serial`
   // runs every op of a call on one stream in plan order, which the planner keeps deadlock-free
-  // (every signal precedes its wait in the order), for devices with few hardware queues.
-  bool serialLanes = false;
+  // (every signal precedes its wait in the order): fewest hand-offs between streams, fewest
+  // hardware queues. `auto`: serial on one node (no network hop to overlap), split across nodes.
+  enum class Lanes { kAuto, kSplit, kSerial } lanes = Lanes::kAuto;
   // RMACC_NET_BOUNCE: `auto` stages a proxy put's source in pinned bounce memory only when the
   // network cannot read it (device memory, no GPU-direct provider); `always` stages every
   // source, so machines without GPUs exercise that path too.

@@ -45,6 +45,8 @@ CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
   doneAlloc_ = comm.backend().allocateHostVisible(sizeof(uint64_t));
   doneFlag_ = static_cast<volatile uint64_t*>(doneAlloc_->ptr());
   *doneFlag_ = 0;
+  doneDeviceAlloc_ = comm.backend().allocate(sizeof(uint64_t));  // zeroed
+  doneDevice_ = static_cast<volatile uint64_t*>(doneDeviceAlloc_->ptr());
   peerRelay_.resize(n);
   carry_.relaySteps.assign(n, 0);
   // Relays exist only when data crosses nodes on a rail other than its destination's.
@@ -88,9 +90,13 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   if (task.args.rejected.empty()) {
     task.start = comm_.backend().createEvent();
     // The call on the user's stream: from its start to its completion.
+    // The call starts once the previous one is complete (the executor relies on it), and
+    // later work on the user's stream waits for this one.
     TraceWriter::span(comm_.trace(), *user, task.seq, -1, "user", "call", -1, 0, [&] {
+      WaitDesc previous{doneDevice_, task.seq - 1};
+      user->waitValues(&previous, 1);
       user->record(*task.start);
-      WaitDesc w{doneFlag_, task.seq};
+      WaitDesc w{doneDevice_, task.seq};
       user->waitValues(&w, 1);
     });
   }
@@ -204,15 +210,19 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
   }
   size_t allocOffset = 0;
   const Allocation* alloc = span ? comm_.windows().find(a.recvbuff, span, &allocOffset) : nullptr;
-  bool localDirect = alloc != nullptr;
+  // Memory the caller allocated itself (cudaMalloc, PyTorch) that peers can map: their copies
+  // land in it directly, as in rmaccMemAlloc memory, instead of in staging.
+  std::optional<std::pair<ExportHandle, size_t>> user;
+  if (!alloc && localBytes > 0) user = comm_.backend().exportUserMemory(a.recvbuff, span);
+  bool localDirect = alloc != nullptr || user.has_value();
   bool remoteDirect = alloc && comm_.backend().nicAccessible(a.recvbuff);
   char* localStage = nullptr;
   char* remoteStage = nullptr;
   if (localBytes > 0) {
     t.header.exportable = 1;
     if (localDirect) {
-      t.header.handle = HandleRecord::from(alloc->exportHandle());
-      t.header.targetBase = allocOffset;
+      t.header.handle = HandleRecord::from(alloc ? alloc->exportHandle() : user->first);
+      t.header.targetBase = alloc ? allocOffset : user->second;
     } else {
       localStage = localStaging_->reserve(localBytes);
       t.header.handle = HandleRecord::from(localStaging_->allocation().exportHandle());
@@ -353,7 +363,7 @@ void CollectiveEngine::runTask(Task& task) {
     // Nothing moves; the user's stream is released in call order.
     if (code == rmaccInvalidUsage) WARN("AlltoAllv call %llu: %s", (unsigned long long)task.seq, error.c_str());
     if (!bad) fail(task.seq, code, error);
-    executor_->complete(doneFlag_, task.seq);
+    executor_->complete(doneFlags(), task.seq);
     return;
   }
 
@@ -383,7 +393,7 @@ void CollectiveEngine::runTask(Task& task) {
     }
   }
   executor_->run(*p, b, *task.start, comm_.cfg().entrySync == EntrySync::kBarrier, finish,
-                 doneFlag_, task.seq, task.seq);
+                 doneFlags(), task.seq, task.seq);
   // Where a call's host time goes (bench/host.sh and bench/gpu.sh average these).
   INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us, plan+enqueue %.1f us",
        (unsigned long long)task.seq, (t0 - task.queuedAt) * 1e6, (exchanged - t0) * 1e6,

@@ -78,8 +78,14 @@ class CollectiveEngine {
   std::shared_ptr<Mapping> peerMapping(const ExportHandle& handle, uint64_t seq);
 
   Comm& comm_;
+  // The last completed call's sequence number, stored by the executor twice: where the CPU
+  // reads it (pinned host memory) and where user streams wait on it (device memory: a device
+  // polls its own memory faster than host memory across PCIe).
   std::unique_ptr<Allocation> doneAlloc_;
   volatile uint64_t* doneFlag_ = nullptr;
+  std::unique_ptr<Allocation> doneDeviceAlloc_;
+  volatile uint64_t* doneDevice_ = nullptr;
+  std::vector<volatile uint64_t*> doneFlags() const { return {doneFlag_, doneDevice_}; }
   std::unique_ptr<Allocation> relayAlloc_;
   std::unique_ptr<MemoryRegion> relayMr_;
   std::vector<PeerTarget> peerRelay_;

@@ -18,37 +18,38 @@ using plan::Region;
 
 Executor::Executor(Comm& comm) : comm_(comm) {
   Backend& be = comm.backend();
-  // Serial lanes use one stream: every stream created takes one of the device's hardware
-  // queues, and queues shared between streams order (and can block) each other's work.
-  const bool serial = comm.cfg().serialLanes;
-  for (int i = 0; i < (serial ? 1 : comm.cfg().ceStreams); ++i) ceStreams_.push_back(be.createStream());
-  for (auto& s : ceStreams_) lanes_.push_back(s.get());
-  if (!serial) {
+  const Config& cfg = comm.cfg();
+  // Serial lanes use one stream for the plan's ops: every stream a call touches costs event
+  // hand-offs (host calls and device latency on every call), and every stream created takes
+  // one of the device's hardware queues. Within a node nothing waits on the network, so
+  // overlapping lanes buys nothing there.
+  serial_ = cfg.lanes == Config::Lanes::kSerial ||
+            (cfg.lanes == Config::Lanes::kAuto && comm.topo().nNodes() == 1);
+  for (int i = 0; i < (serial_ ? 1 : cfg.ceStreams); ++i) ceStreams_.push_back(be.createStream());
+  if (!serial_) {
     ceWait_ = be.createStream();
     proxyPut_ = be.createStream();
     proxyWait_ = be.createStream();
-    lanes_.push_back(ceWait_.get());
-    lanes_.push_back(proxyPut_.get());
-    lanes_.push_back(proxyWait_.get());
   }
+  local_ = be.createStream();
   join_ = be.createStream();
   joined_ = be.createEvent();
   trace_ = comm.trace();
-  const Config& cfg = comm.cfg();
   bool engines = cfg.localCopy == Config::LocalCopy::kEngines ||
                  (cfg.localCopy == Config::LocalCopy::kAuto && be.deviceCopyUsesCompute() &&
                   comm.topo().localSize() > 1);
   copier_ = std::make_unique<LocalCopier>(be, comm.bootstrap(), comm.topo(), comm.rank(),
                                           engines ? LocalCopyMode::kEngines : LocalCopyMode::kDirect,
                                           cfg.localCopySlotBytes);
+  INFO(kSubsysInit, "executor: %s lanes, %zu copy stream(s), local copies %s",
+       serial_ ? "serial" : "split", ceStreams_.size(), engines ? "by copy engines" : "direct");
 }
 
 Executor::~Executor() {
   // Work still queued references buffers about to go away: drain what can drain.
-  for (Stream* s : lanes_) {
-    try { s->synchronize(); } catch (...) {}
-  }
-  try { join_->synchronize(); } catch (...) {}
+  for (auto* s : {ceWait_.get(), proxyPut_.get(), proxyWait_.get(), local_.get(), join_.get()})
+    if (s) try { s->synchronize(); } catch (...) {}
+  for (auto& s : ceStreams_) try { s->synchronize(); } catch (...) {}
 }
 
 Event& Executor::nextEvent() {
@@ -59,13 +60,12 @@ Event& Executor::nextEvent() {
 }
 
 Stream& Executor::streamFor(const Op& op) {
-  if (comm_.cfg().serialLanes) return *ceStreams_[0];
+  if (op.kind == OpKind::kCopy) return *local_;
+  if (serial_) return *ceStreams_[0];
   switch (op.lane) {
-    case Lane::kCePut: {
+    case Lane::kCePut:
       // All CE ops towards one peer share a stream: its signal writes must stay in order.
-      int peer = op.kind == OpKind::kCopy ? comm_.rank() : op.peer;
-      return *ceStreams_[comm_.topo().localRankOf(peer) % ceStreams_.size()];
-    }
+      return *ceStreams_[comm_.topo().localRankOf(op.peer) % ceStreams_.size()];
     case Lane::kCeWait: return *ceWait_;
     case Lane::kProxyPut: return *proxyPut_;
     case Lane::kProxyWait: return *proxyWait_;
@@ -86,19 +86,20 @@ const char* opName(const Op& op) {
 
 }  // namespace
 
+char* Executor::local(const plan::Loc& loc, const CallBuffers& b) const {
+  switch (loc.region) {
+    case Region::kSend: return const_cast<char*>(b.send) + b.sendOffset[loc.block] + loc.offset;
+    case Region::kRecv: return b.recv + b.recvOffset[loc.block] + loc.offset;
+    case Region::kRelay: return b.relay + loc.offset;
+    default: RMACC_THROW(rmaccInternalError, "op without a source region");
+  }
+}
+
 void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
   RmaEngine& rma = comm_.rma();
-  auto local = [&](const plan::Loc& loc) -> char* {
-    switch (loc.region) {
-      case Region::kSend: return const_cast<char*>(b.send) + b.sendOffset[loc.block] + loc.offset;
-      case Region::kRecv: return b.recv + b.recvOffset[loc.block] + loc.offset;
-      case Region::kRelay: return b.relay + loc.offset;
-      default: RMACC_THROW(rmaccInternalError, "op without a source region");
-    }
-  };
   switch (op.kind) {
     case OpKind::kCopy: {
-      CopyDesc c{local(op.dst), local(op.src), op.bytes};
+      CopyDesc c{local(op.dst, b), local(op.src, b), op.bytes};
       copier_->copy(s, &c, 1);
       return;
     }
@@ -108,11 +109,13 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
       return;
     }
     case OpKind::kPut: {
-      const void* src = op.bytes ? local(op.src) : nullptr;
+      const void* src = op.bytes ? local(op.src, b) : nullptr;
       if (op.bytes == 0) {
         rma.signal(s, op.peer, op.ctx, op.sigIdx, /*waitDone=*/false);
       } else if (op.dst.region == Region::kRelay) {
-        relayHighWater_ = std::max(relayHighWater_, op.dst.offset + op.bytes);
+        uint64_t end = op.dst.offset + op.bytes;
+        if (end > relayHighWater_.load(std::memory_order_relaxed))
+          relayHighWater_.store(end, std::memory_order_relaxed);
         rma.put(s, src, op.bytes, op.peer, b.peerRelay[op.peer], op.dst.offset, op.ctx,
                 op.sigIdx, /*waitDone=*/false);
       } else {
@@ -125,30 +128,71 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
   }
 }
 
+// A CE put is a copy then a signal; consecutive CE puts and signals of one stream become one
+// batch of copies then one batch of signals: each signal still follows its own copy (and now
+// the others of the batch too), and copies to different places may run at once. Consecutive
+// waits become one wait. Anything else (proxy puts, local copies) is enqueued on its own.
+bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
+  if (op.kind == OpKind::kCopy) return false;
+  const bool ce = op.kind == OpKind::kPut && comm_.topo().sameNode(op.peer, comm_.rank());
+  if (!ce && op.kind != OpKind::kWait) return false;
+  if (!batch.empty() && batch.stream != &s) flush(batch);
+  if (ce && !batch.waits.empty()) flush(batch);
+  if (op.kind == OpKind::kWait && (!batch.copies.empty() || !batch.signals.empty())) flush(batch);
+  batch.stream = &s;
+  if (op.kind == OpKind::kWait) {
+    if (op.count) batch.waits.push_back(comm_.signals().consume(op.peer, op.ctx, op.sigIdx, op.count));
+    return true;
+  }
+  if (op.bytes) {
+    const PeerTarget& t = op.dst.region == Region::kRelay ? b.peerRelay[op.peer] : b.peerRecv[op.peer];
+    uint64_t offset = op.dst.region == Region::kRelay
+                          ? op.dst.offset
+                          : b.peerRecvOffset[op.peer][op.dst.block] + op.dst.offset;
+    batch.copies.push_back({static_cast<char*>(t.local) + offset, local(op.src, b), op.bytes});
+  }
+  batch.signals.push_back(comm_.signals().ceSignal(op.peer, op.ctx, op.sigIdx));
+  return true;
+}
+
+void Executor::flush(Batch& batch) {
+  if (batch.empty()) return;
+  Stream& s = *batch.stream;
+  if (!batch.copies.empty()) s.copy(batch.copies.data(), batch.copies.size());
+  if (!batch.signals.empty()) s.writeValues(batch.signals.data(), batch.signals.size());
+  if (!batch.waits.empty()) s.waitValues(batch.waits.data(), batch.waits.size());
+  batch.copies.clear();
+  batch.signals.clear();
+  batch.waits.clear();
+}
+
 void Executor::run(const plan::Plan& plan, const CallBuffers& buffers, Event& start,
                    bool entryBarrier, const std::vector<CopyDesc>& finish,
-                   volatile uint64_t* doneFlag, uint64_t doneValue, uint64_t callSeq) {
+                   const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
+                   uint64_t callSeq) {
   const std::vector<Op>& ops = plan.ranks[comm_.rank()].ops;
   nextEvent_ = 0;
 
-  // Every lane starts after the user's earlier work and after the previous call finished
-  // (the planner relies on it: carried credits, entry signals, staging reuse).
+  // The streams this call uses, in order of first use; only they take part in it.
+  std::vector<Stream*> streamOf(ops.size());
+  std::vector<Stream*> used;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    streamOf[i] = &streamFor(ops[i]);
+    if (std::find(used.begin(), used.end(), streamOf[i]) == used.end()) used.push_back(streamOf[i]);
+  }
+  // The last stream joins the others, runs the finish copies and stores the done flags.
+  if (used.empty()) used.push_back(join_.get());
+
   Event* gate = &start;
   if (entryBarrier) {
     join_->waitEvent(start);
-    if (anyCall_) join_->waitEvent(*joined_);
     comm_.rma().barrier(*join_, kCtxEntry);
     gate = &nextEvent();
     join_->record(*gate);
   }
-  for (Stream* s : lanes_) {
-    s->waitEvent(*gate);
-    if (anyCall_ && !entryBarrier) s->waitEvent(*joined_);
-  }
+  for (Stream* s : used) s->waitEvent(*gate);
 
   // Ops that a different stream depends on get an event recorded right after them.
-  std::vector<Stream*> streamOf(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) streamOf[i] = &streamFor(ops[i]);
   std::vector<char> crossDep(ops.size(), 0);
   for (size_t i = 0; i < ops.size(); ++i)
     for (int d : ops[i].deps)
@@ -157,6 +201,7 @@ void Executor::run(const plan::Plan& plan, const CallBuffers& buffers, Event& st
   // The latest op of stream B that stream A already waits for: older deps are implied.
   std::map<std::pair<Stream*, Stream*>, int> waited;
 
+  Batch batch;
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     Stream& s = *streamOf[i];
@@ -164,32 +209,50 @@ void Executor::run(const plan::Plan& plan, const CallBuffers& buffers, Event& st
       if (streamOf[d] == &s) continue;
       int& w = waited.emplace(std::make_pair(&s, streamOf[d]), -1).first->second;
       if (d <= w) continue;
+      if (batch.stream == &s) flush(batch);
       s.waitEvent(*after[d]);
       w = d;
     }
-    TraceWriter::span(trace_, s, callSeq, op.batch, plan::laneName(op.lane), opName(op), op.peer,
-                      op.bytes, [&] { enqueueOp(s, op, buffers); });
+    if (trace_ || !batchOp(batch, s, op, buffers)) {
+      flush(batch);
+      TraceWriter::span(trace_, s, callSeq, op.batch, plan::laneName(op.lane), opName(op),
+                        op.peer, op.bytes, [&] { enqueueOp(s, op, buffers); });
+    }
     if (crossDep[i]) {
+      if (batch.stream == &s) flush(batch);
       after[i] = &nextEvent();
       s.record(*after[i]);
     }
   }
+  flush(batch);
 
   // Join: the sources of proxy puts must be free before the call counts as done.
-  for (Stream* s : lanes_) {
+  Stream& last = *used.back();
+  for (Stream* s : used) {
     comm_.rma().waitProxyDone(*s);
+    if (s == &last) continue;
     Event& e = nextEvent();
     s->record(e);
-    join_->waitEvent(e);
+    last.waitEvent(e);
   }
-  copier_->copy(*join_, finish.data(), finish.size());
-  join_->writeValue(doneFlag, doneValue);
-  join_->record(*joined_);
+  finishCall(last, finish, done, doneValue);
   anyCall_ = true;
 }
 
-void Executor::complete(volatile uint64_t* doneFlag, uint64_t doneValue) {
-  join_->writeValue(doneFlag, doneValue);
+void Executor::finishCall(Stream& last, const std::vector<CopyDesc>& finish,
+                          const std::vector<volatile uint64_t*>& done, uint64_t doneValue) {
+  copier_->copy(last, finish.data(), finish.size());
+  std::vector<WriteDesc> writes;
+  for (volatile uint64_t* flag : done) writes.push_back({flag, doneValue});
+  last.writeValues(writes.data(), writes.size());
+  last.record(*joined_);
+}
+
+void Executor::complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue) {
+  // After the previous call: its done flags must not be overtaken by this one's.
+  if (anyCall_) join_->waitEvent(*joined_);
+  finishCall(*join_, {}, done, doneValue);
+  anyCall_ = true;
 }
 
 }  // namespace rmacc

@@ -3,6 +3,7 @@
 // ops of different lanes becomes an event; nothing else orders them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -34,36 +35,55 @@ class Executor {
   explicit Executor(Comm& comm);  // collective (the local copier's slots)
   ~Executor();
 
-  // Enqueues the ops of `plan` for this rank. Every lane first waits for `start` (the user's
-  // work before the call) and for the previous call's completion; when all lanes are done,
-  // `join` runs `finish` work (copies) then writes `doneValue` to `doneFlag`.
+  // Enqueues the ops of `plan` for this rank. Every stream the call uses first waits for
+  // `start`, which must follow the user's work before the call AND the previous call's
+  // completion (the planner relies on it: carried credits, entry signals, staging reuse; the
+  // user's stream waits for the previous call's done flag before it records `start`). When
+  // all are done, the last stream runs `finish` work (copies) then stores `doneValue` into
+  // every flag of `done`.
   void run(const plan::Plan& plan, const CallBuffers& buffers, Event& start, bool entryBarrier,
-           const std::vector<CopyDesc>& finish, volatile uint64_t* doneFlag, uint64_t doneValue,
-           uint64_t callSeq);
+           const std::vector<CopyDesc>& finish, const std::vector<volatile uint64_t*>& done,
+           uint64_t doneValue, uint64_t callSeq);
   // The highest relay byte this rank has written into any peer's relay buffer (end offset),
   // over the communicator's life: measured, for the bound RMACC_RELAY_BYTES.
   uint64_t relayHighWater() const { return relayHighWater_; }
 
   // Completes a call that moves nothing (rejected or mismatched counts), in call order.
-  void complete(volatile uint64_t* doneFlag, uint64_t doneValue);
+  void complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue);
 
  private:
+  // Consecutive ops of one stream that the backend takes in one call each kind: CE copies,
+  // then the signals that follow them, or waits (see flush()).
+  struct Batch {
+    Stream* stream = nullptr;
+    std::vector<CopyDesc> copies;
+    std::vector<WriteDesc> signals;
+    std::vector<WaitDesc> waits;
+    bool empty() const { return copies.empty() && signals.empty() && waits.empty(); }
+  };
   Stream& streamFor(const plan::Op& op);
+  // Adds `op` to `batch` when it can join it (same stream, same kind); false otherwise.
+  bool batchOp(Batch& batch, Stream& s, const plan::Op& op, const CallBuffers& b);
+  void flush(Batch& batch);
   void enqueueOp(Stream& s, const plan::Op& op, const CallBuffers& b);
+  char* local(const plan::Loc& loc, const CallBuffers& b) const;
   Event& nextEvent();
+  void finishCall(Stream& last, const std::vector<CopyDesc>& finish,
+                  const std::vector<volatile uint64_t*>& done, uint64_t doneValue);
 
   Comm& comm_;
+  bool serial_ = false;  // every op of a call on ceStreams_[0] (RMACC_LANES)
   std::vector<std::unique_ptr<Stream>> ceStreams_;  // CE puts, by destination
   std::unique_ptr<Stream> ceWait_;
   std::unique_ptr<Stream> proxyPut_;
   std::unique_ptr<Stream> proxyWait_;
-  std::unique_ptr<Stream> join_;
-  std::vector<Stream*> lanes_;  // every stream above but join_
+  std::unique_ptr<Stream> local_;  // copies within this rank's device (beside the CE puts)
+  std::unique_ptr<Stream> join_;   // entry barriers, and calls that move nothing
   std::vector<std::unique_ptr<Event>> events_;  // reused each call (see nextEvent)
   size_t nextEvent_ = 0;
-  std::unique_ptr<Event> joined_;  // the previous call's completion, recorded on join_
+  std::unique_ptr<Event> joined_;  // the previous call's completion (for calls moving nothing)
   bool anyCall_ = false;
-  uint64_t relayHighWater_ = 0;
+  std::atomic<uint64_t> relayHighWater_{0};  // written by the progress thread, read by anyone
   std::unique_ptr<LocalCopier> copier_;  // copies within this rank's device
   TraceWriter* trace_ = nullptr;  // the communicator's, when RMACC_TRACE_FILE is set
 };

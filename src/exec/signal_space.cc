@@ -54,11 +54,16 @@ SignalSpace::SignalSpace(Backend& backend, Bootstrap& bootstrap, const Topology&
   INFO(kSubsysInit, "signal space: %zu counters per array", layout_.count());
 }
 
-void SignalSpace::enqueueCeSignal(Stream& stream, int peer, int ctx, int sigIdx) {
+WriteDesc SignalSpace::ceSignal(int peer, int ctx, int sigIdx) {
   RMACC_ENFORCE(peerCeArray_[peer] != nullptr, "CE signal to rank %d of another node", peer);
   // The peer's slot for signals from this rank is indexed by this rank.
   uint64_t value = ++sent_[slot(peer, ctx, sigIdx)];
-  stream.writeValue(peerCeArray_[peer] + layout_.index(ctx, sigIdx, rank_), value);
+  return WriteDesc{peerCeArray_[peer] + layout_.index(ctx, sigIdx, rank_), value};
+}
+
+void SignalSpace::enqueueCeSignal(Stream& stream, int peer, int ctx, int sigIdx) {
+  WriteDesc w = ceSignal(peer, ctx, sigIdx);
+  stream.writeValue(w.addr, w.value);
 }
 
 WaitDesc SignalSpace::consume(int peer, int ctx, int sigIdx, uint64_t count) {

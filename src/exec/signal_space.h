@@ -31,6 +31,8 @@ class SignalSpace {
   // possibly this rank): a write of the next absolute count into the peer's array. All CE
   // signals to one peer must be enqueued on one stream so that the writes stay in order.
   void enqueueCeSignal(Stream& stream, int peer, int ctx, int sigIdx);
+  // The same signal as a store for the caller to enqueue (in a batch, on that one stream).
+  WriteDesc ceSignal(int peer, int ctx, int sigIdx);
   // The wait for `count` more signals (ctx, sigIdx) from `peer`; advances the expectation.
   WaitDesc consume(int peer, int ctx, int sigIdx, uint64_t count);
 

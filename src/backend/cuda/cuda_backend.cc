@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ipc.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/cuda_stream.h"
 
@@ -48,7 +49,12 @@ class CudaBackend : public Backend {
     return std::make_unique<DeviceAllocation>(state_, bytes);
   }
   std::unique_ptr<Mapping> import(const ExportHandle& handle) override {
+    if (isIpcHandle(handle)) return importIpcAllocation(state_, handle);
     return importDeviceAllocation(state_, handle);
+  }
+  std::optional<std::pair<ExportHandle, size_t>> exportUserMemory(const void* ptr,
+                                                                  size_t bytes) override {
+    return ipc_.exportRange(ptr, bytes);
   }
   std::unique_ptr<Allocation> allocateHostVisible(size_t bytes) override {
     return std::make_unique<PinnedHostAllocation>(state_, bytes);
@@ -74,11 +80,13 @@ class CudaBackend : public Backend {
   static void hostStoreAtLeast(volatile uint64_t* addr, uint64_t value);
 
   std::shared_ptr<BackendState> state_;
+  IpcExporter ipc_;  // after state_, which it shares
   std::mutex userMutex_;
   std::unordered_map<cudaStream_t, std::unique_ptr<CudaStream>> userStreams_;
 };
 
-CudaBackend::CudaBackend(double timeoutS) : state_(std::make_shared<BackendState>()) {
+CudaBackend::CudaBackend(double timeoutS)
+    : state_(std::make_shared<BackendState>()), ipc_(state_) {
   RMACC_ARG_CHECK(timeoutS > 0, "cuda backend: timeout must be positive, got %g", timeoutS);
   state_->timeoutS = timeoutS;
   int device = -1;

@@ -134,6 +134,24 @@ void CudaStream::writeValue(volatile uint64_t* addr, uint64_t value) {
                                       CU_STREAM_WRITE_VALUE_DEFAULT));
 }
 
+// Memory operations of one batch run in order, each with the fence writeValue describes.
+void CudaStream::writeValues(const WriteDesc* ops, size_t n) {
+  checkNotAborted();
+  ContextGuard guard(*state_);
+  for (size_t base = 0; base < n; base += kMaxMemOpsPerCall) {
+    size_t count = std::min(kMaxMemOpsPerCall, n - base);
+    memOps_.assign(count, CUstreamBatchMemOpParams{});
+    for (size_t i = 0; i < count; ++i) {
+      auto& w = memOps_[i].writeValue;
+      w.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+      w.address = devPtr(ops[base + i].addr);
+      w.value64 = ops[base + i].value;
+      w.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+    }
+    RMACC_CU_CHECK(driver().cuStreamBatchMemOp((CUstream)stream_, (unsigned)count, memOps_.data(), 0));
+  }
+}
+
 void CudaStream::waitValues(const WaitDesc* ops, size_t n) {
   if (n == 0) return;
   {

@@ -41,6 +41,7 @@ class CudaStream : public Stream {
 
   void copy(const CopyDesc* ops, size_t n) override;
   void writeValue(volatile uint64_t* addr, uint64_t value) override;
+  void writeValues(const WriteDesc* ops, size_t n) override;
   void waitValues(const WaitDesc* ops, size_t n) override;
   void record(Event& event) override;
   void waitEvent(Event& event) override;
