@@ -86,12 +86,40 @@ def human(size):
     return str(size)
 
 
-def fmt(v, spec=".1f"):
-    return "-" if v is None else format(v, spec)
+def fmt(v, spec=None):
+    if v is None:
+        return "-"
+    return format(v, spec or (".2f" if abs(v) < 10 else ".1f"))
 
 
 def ratio(a, b):
     return a / b if a is not None and b else None
+
+
+def verdict(name, pairs, lo, floor, hi=1 << 62):
+    """'target NAME: PASS|FAIL (worst x at size)' over the sizes lo..hi that both sides have."""
+    xs = [(a / b, s) for s, (a, b) in sorted(pairs.items()) if lo <= s <= hi and a is not None and b]
+    if not xs:
+        return f"target {name}: not measured"
+    worst, at = min(xs)
+    return f"target {name}: {'PASS' if worst >= floor else 'FAIL'} (worst {worst:.2f} at {human(at)})"
+
+
+def targets(rmacc, m0, kern, ce, torch_rows, ceiling, uni, zipf):
+    bw = {s: r[1] for s, r in rmacc.items()}
+    both = lambda peer: {s: (bw.get(s), v) for s, v in peer.items()}  # noqa: E731
+    return [
+        verdict("rmacc >= 1.0 x torch all_to_all_single from 64K", both({s: t[1] for s, t in torch_rows.items()}),
+                64 << 10, 1.0),
+        verdict("rmacc >= 1.0 x NCCL C API kernel from 16M", both({s: k[1] for s, k in kern.items()}), 16 << 20, 1.0),
+        verdict("rmacc >= 1.0 x NCCL C API ce from 16M", both({s: c[1] for s, c in ce.items()}), 16 << 20, 1.0),
+        verdict("rmacc >= 1.0 x NCCL C API ce at 1K-1M (small calls)", both({s: c[1] for s, c in ce.items()}),
+                1 << 10, 1.0, 1 << 20),
+        verdict("rmacc >= 0.95 x copy-engine ceiling from 256M", both(ceiling), 256 << 20, 0.95),
+        verdict("rmacc -m 0 >= 0.95 x -m 1 from 1M", {s: (z[1], bw.get(s)) for s, z in m0.items()}, 1 << 20, 0.95),
+        verdict("AlltoAllV zipf >= 0.90 x uniform from 16M", {s: (zipf[s][1], u[1]) for s, u in uni.items() if s in zipf},
+                16 << 20, 0.90),
+    ]
 
 
 def busbw_table(out):
@@ -103,8 +131,10 @@ def busbw_table(out):
     sizes = sorted(set(rmacc) | set(kern) | set(ce) | set(torch_rows))
     if not sizes:
         return ["alltoall: no tables found"]
-    lines = ["AlltoAll busbw GB/s, same run (x = rmacc / peer; targets: x >= 1.0 vs torch from 64K, "
-             "vs NCCL C API kernel and ce from 16M; -m0/-m1 >= 0.95 from 1M; vs CE ceiling >= 0.95 from 256M)",
+    uni = perf_table(read(out, "perf-alltoallv-uniform-1node.log"))
+    zipf = perf_table(read(out, "perf-alltoallv-zipf-1node.log"))
+    lines = ["AlltoAll busbw GB/s, same run; x = rmacc / peer (torch: all_to_all_single; kern, ce: NCCL C API;"
+             " -m0: rmacc on cudaMalloc buffers; ceil: one-way copy-engine copy)",
              f"{'size':>6} {'rmacc':>8} {'us':>8} {'torch':>7} {'x':>5} {'kern':>7} {'x':>5} {'ce':>7} "
              f"{'x':>5} {'-m0':>7} {'m0/m1':>5} {'ceil':>6} {'x':>5} {'wrong':>5}"]
     for s in sizes:
@@ -120,7 +150,7 @@ def busbw_table(out):
             f"{fmt(ratio(bw, k[1] if k else None), '.2f'):>5} {fmt(c[1] if c else None):>7} "
             f"{fmt(ratio(bw, c[1] if c else None), '.2f'):>5} {fmt(z[1] if z else None):>7} "
             f"{fmt(ratio(z[1] if z else None, bw), '.2f'):>5} {fmt(cl):>6} {fmt(ratio(bw, cl), '.2f'):>5} {wrong:>5}")
-    return lines
+    return lines + targets(rmacc, m0, kern, ce, torch_rows, ceiling, uni, zipf)
 
 
 def zipf_table(out):

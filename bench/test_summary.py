@@ -64,6 +64,21 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(row[10], "0.95")  # -m 0 / -m 1
         self.assertEqual(row[12], "0.80")  # 200 / 250 (ceiling)
         self.assertEqual(row[13], "0")
+        text = summarise(self.d)
+        self.assertIn("torch all_to_all_single from 64K: PASS (worst 1.25 at 16M)", text)
+        self.assertIn("C API kernel from 16M: PASS (worst 2.00 at 16M)", text)
+        self.assertIn("C API ce from 16M: FAIL (worst 0.50 at 16M)", text)
+        self.assertIn("ceiling from 256M: not measured", text)
+        self.assertIn("-m 1 from 1M: PASS (worst 0.95 at 16M)", text)
+        self.assertIn("zipf >= 0.90 x uniform from 16M: not measured", text)
+
+    def test_targets_take_the_worst_size_in_range(self):
+        small, big = 4 << 10, 64 << 20
+        write(self.d, "perf-alltoall-1node.log", [table_row(small, 10.0, 1.0), table_row(big, 10.0, 90.0)])
+        write(self.d, "nccl-perf.log", ["[0] # nccl-perf path: kernel", table_row(small, 10.0, 100.0),
+                                        table_row(big, 10.0, 100.0)])
+        # 4K is below the kernel target's 16M floor: only 64M (0.90) counts.
+        self.assertIn("C API kernel from 16M: FAIL (worst 0.90 at 64M)", summarise(self.d))
 
     def test_wrong_values_are_shown(self):
         write(self.d, "perf-alltoall-1node.log", [table_row(4096, 10.0, 1.0, wrong="3")])
