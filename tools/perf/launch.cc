@@ -162,7 +162,6 @@ void removeIdFile(const Launch& l) {
   if (l.rank == 0 && !l.idFile.empty()) unlink(l.idFile.c_str());
 }
 
-
 void shareFromRank0(const Launch& l, const std::string& tag, void* blob, size_t bytes) {
   if (l.nranks == 1) return;
   const std::string path = jobFile(l, tag);
