@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
-# One call on a GPU machine (the device tool's run): build, GPU tests, benchmarks, logs under
-# $OUT. Needs .deps/ carried (libfabric 1.17 and googletest headers, unpacked Debian packages:
-# see bench/README.md). Ranks that share a GPU run under MPS.
+# One call on a GPU machine (the device tool's run): build, GPU tests, benchmarks beside their
+# NCCL peers, logs under $OUT, and a compact summary last (bench/summary.py). Needs .deps/
+# carried (libfabric 1.17 and googletest headers, unpacked Debian packages: see bench/README.md).
+# Ranks that share a GPU run under MPS; one rank per GPU runs without.
 #
-# STEPS picks what runs (default: all of them, in this order):
-#   sanitizer tests perf cost trace relay proxy gdr peer
-# MAXSIZE caps the alltoall sweep (default 4G).
+# STEPS picks what runs, in this order (default: the issue-11 set, ~6 min on 2 x H200):
+#   tests      GPU tests (ctest -R Cuda|Gpu; 2 x 2 cases under MPS)
+#   perf       rmacc-perf alltoall 1K..MAXSIZE (-m 1 and -m 0), 8 B per peer, put+signal latency
+#   ncclapi    NCCL's ncclAlltoAll through its C API (tools/nccl/nccl_perf.cc): kernel and CE paths
+#   peer       PyTorch's all_to_all_single (bench/nccl_peer.py) and the copy-engine ceiling
+#   overlap    rmacc-overlap: all-to-alls beside a cuBLAS GEMM loop, rmacc and NCCL
+#   zipf       AlltoAllV zipf and uniform at equal bytes per rank
+#   cost       host cost per call on one node (bench/call_cost.py)
+# and, only when named: sanitizer serial random trace relay proxy gdr cost2 ("all": everything).
+# MAXSIZE caps the alltoall sweeps (default 4G). BUDGET_S (default 540): steps not yet started
+# when the script has run that long are skipped, so the logs and the summary still come back
+# inside the device tool's 10 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
-STEPS=${STEPS:-sanitizer tests perf cost trace relay proxy gdr peer}
+DEFAULT_STEPS="tests perf ncclapi peer overlap zipf cost"
+STEPS=${STEPS:-$DEFAULT_STEPS}
+[[ $STEPS == all ]] && STEPS="sanitizer $DEFAULT_STEPS serial random trace relay proxy gdr cost2"
 MAXSIZE=${MAXSIZE:-4G}
+BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
-has() { [[ " $STEPS " == *" $1 "* ]]; }
+has() {  # has STEP: named in STEPS, and time left to start it
+  [[ " $STEPS " == *" $1 "* ]] || return 1
+  if (( SECONDS > BUDGET_S )); then echo "== $1 skipped: ${SECONDS}s used of BUDGET_S=$BUDGET_S"; return 1; fi
+  echo "-- step $1 at ${SECONDS}s" >> "$OUT/machine.txt"
+}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export FI_PROVIDER=tcp FI_TCP_IFACE=lo RMACC_NET_PROVIDER=tcp
 # rmacc's streams hold stream-memory waits and must not share hardware queues (README); 16 per
@@ -22,34 +39,69 @@ export CUDA_DEVICE_MAX_CONNECTIONS=16
   nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -5; git log -1 --format='commit %H'
   echo "steps: $STEPS"
 } > "$OUT/machine.txt" 2>&1
+
+# The libnccl.so.2 PyTorch loads (the NCCL its users get), found from the running process's
+# mappings; else any under site-packages' nvidia/ or torch/lib. nccl-perf and rmacc-overlap take
+# it from RMACC_NCCL_LIB.
+find_nccl() {
+  python3 - <<'EOF' 2>/dev/null
+import glob, os, site, sys
+try:
+    import torch  # noqa: F401  (libtorch_cuda links libnccl)
+    torch.cuda.nccl.version()
+    for line in open("/proc/self/maps"):
+        path = line.split()[-1]
+        if "libnccl.so" in path and os.path.exists(path):
+            print(path); sys.exit(0)
+except Exception:
+    pass
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+for d in dirs:
+    for pat in ("nvidia/**/libnccl.so*", "torch/lib/libnccl.so*"):
+        hits = sorted(glob.glob(os.path.join(d, pat), recursive=True))
+        if hits:
+            print(hits[0]); sys.exit(0)
+sys.exit(1)
+EOF
+}
+export RMACC_NCCL_LIB=${RMACC_NCCL_LIB:-$(find_nccl)}
+echo "nccl: ${RMACC_NCCL_LIB:-not found}" >> "$OUT/machine.txt"
+
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRMACC_WITH_CUDA=ON \
   -DRMACC_FABRIC_ROOT="$PWD/.deps" -DGTest_DIR="$PWD/.deps/usr/lib/x86_64-linux-gnu/cmake/GTest" \
   > "$OUT/build.log" 2>&1 && cmake --build build-gpu -j "$(nproc)" >> "$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
+echo "built in ${SECONDS}s"
 export RMACC_LIB=$PWD/build-gpu/librmacc.so
 ngpu=$(nvidia-smi -L | grep -c GPU)
 local_ranks=$(( ngpu >= 2 ? ngpu : 2 ))  # 1 node: one rank per GPU, or 2 sharing one GPU
 
-perf() {  # perf NAME NRANKS NODES ARGS...: rmacc-perf through rmacc-run, rank 0's table shown
+run_ranks() {  # run_ranks LOG NRANKS NODES TIMEOUT PROGRAM ARGS...: through rmacc-run, output to LOG
+  local log=$1 n=$2 nodes=$3 t=$4; shift 4
+  timeout $((t + 10)) tools/rmacc-run -n "$n" --nodes "$nodes" --timeout "$t" -- "$@" > "$log" 2>&1
+}
+perf() {  # perf NAME NRANKS NODES ARGS...: rmacc-perf, rank 0's table shown
   local name=$1 n=$2 nodes=$3; shift 3
-  timeout 240 tools/rmacc-run -n "$n" --nodes "$nodes" --timeout 230 -- build-gpu/tools/rmacc-perf "$@" \
-    > "$OUT/perf-$name.log" 2>&1
+  run_ranks "$OUT/perf-$name.log" "$n" "$nodes" 230 build-gpu/tools/rmacc-perf "$@"
   echo "== $name (exit $?)"; grep -vE "^\[[0-9]+\] \[rmacc\]" "$OUT/perf-$name.log" | grep -E "^\[0\]" | tail -14
+}
+quiet_perf() {  # as perf, but only the exit status and the footer lines (the summary has the rows)
+  local name=$1 n=$2 nodes=$3; shift 3
+  run_ranks "$OUT/perf-$name.log" "$n" "$nodes" 230 build-gpu/tools/rmacc-perf "$@"
+  echo "== $name (exit $?): $(grep -hE "^\[0\] # (Out of bounds|Avg bus)" "$OUT/perf-$name.log" | cut -c5- | tr '\n' ' ')"
 }
 
 # compute-sanitizer before MPS (it does not run under MPS): one AlltoAllV across 2 emulated
 # nodes x 1 rank (proxy + bounce) and one inside a node (CE), memcheck.
 if has sanitizer; then
   for nodes in 1 2; do
-    timeout 200 tools/rmacc-run -n 2 --nodes $nodes --timeout 190 -- compute-sanitizer --tool memcheck \
-      --error-exitcode 9 build-gpu/tools/rmacc-perf alltoallv -b 1M -e 1M -n 2 -w 1 \
-      > "$OUT/sanitizer-$nodes.log" 2>&1
+    run_ranks "$OUT/sanitizer-$nodes.log" 2 $nodes 190 compute-sanitizer --tool memcheck \
+      --error-exitcode 9 build-gpu/tools/rmacc-perf alltoallv -b 1M -e 1M -n 2 -w 1
     echo "compute-sanitizer memcheck, $nodes node(s): exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-$nodes.log" | head -2
   done
   # put+signal into a device window of the other node (landing slots, H2D by its proxy).
-  RMACC_DEBUG=INFO timeout 200 tools/rmacc-run -n 2 --nodes 2 --timeout 190 -- compute-sanitizer --tool memcheck \
-    --error-exitcode 9 build-gpu/tools/rmacc-perf putsignal -b 8 -e 16M -f 16 -n 3 -w 1 \
-    > "$OUT/sanitizer-putsignal.log" 2>&1
+  RMACC_DEBUG=INFO run_ranks "$OUT/sanitizer-putsignal.log" 2 2 190 compute-sanitizer --tool memcheck \
+    --error-exitcode 9 build-gpu/tools/rmacc-perf putsignal -b 8 -e 16M -f 16 -n 3 -w 1
   echo "compute-sanitizer memcheck, putsignal 2 nodes: exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-putsignal.log" | head -2
 fi
 
@@ -75,35 +127,71 @@ fi
 
 if has perf; then
   mps_for "$local_ranks"
-  perf putsignal-1node 2 1 putsignal -b 8 -e 64M -f 8 -n 100 -w 10
-  perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
+  # The one-way 8 B put+signal latency, then AlltoAll at 8 B per peer: same run, compared.
+  quiet_perf putsignal-1node 2 1 putsignal -b 8 -e 64M -f 8 -n 100 -w 10
+  quiet_perf alltoall-8B "$local_ranks" 1 alltoall -d uint8 -b $((8 * local_ranks)) -e $((8 * local_ranks)) -n 1000 -w 50
+  quiet_perf alltoall-1node "$local_ranks" 1 alltoall -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
+  quiet_perf alltoall-1node-m0 "$local_ranks" 1 alltoall -m 0 -b 1M -e "$MAXSIZE" -f 4 -n 20 -w 5
+fi
+
+if has ncclapi; then  # one GPU per rank, without MPS
+  mps_for 0
+  if [[ -n $RMACC_NCCL_LIB ]]; then
+    # NCCL's INFO lines show that the CE communicator took the policy and initialised its copy
+    # engines ("Init CE"): without them the ce table would be the kernel path under another name.
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV run_ranks "$OUT/nccl-perf.log" "$ngpu" 1 280 \
+      build-gpu/tools/nccl-perf -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
+    echo "== nccl C API (exit $?): $(grep -hE "^\[0\] # (nccl-perf alltoall|Out of bounds)" "$OUT/nccl-perf.log" | cut -c5- | tr '\n' ' ')"
+    echo "   CE evidence: $(grep -c "Init CE" "$OUT/nccl-perf.log") 'Init CE' lines; $(grep -m1 -oE "CTA policy flags set to [0-9]+" "$OUT/nccl-perf.log" || echo "no CTA policy line")"
+  else
+    echo "== nccl C API skipped: no libnccl.so.2 found (set RMACC_NCCL_LIB)"
+  fi
+fi
+
+if has peer; then  # NCCL through PyTorch (needs one GPU per rank) and the copy-engine ceiling
+  mps_for 0
+  timeout 300 python3 bench/nccl_peer.py -b 1K -e "$MAXSIZE" -f 4 > "$OUT/nccl-peer.log" 2>&1
+  echo "== torch nccl / ce ceiling (exit $?): $(grep -hE "^# NCCL" "$OUT/nccl-peer.log")"
+fi
+
+if has overlap; then
+  mps_for 0
+  bench/overlap build-gpu > "$OUT/overlap.log" 2>&1
+  echo "== overlap (exit $?; table in the summary)"
+fi
+
+if has zipf; then  # equal bytes per rank; the summary compares them from 16M
+  mps_for "$local_ranks"
+  quiet_perf alltoallv-uniform-1node "$local_ranks" 1 alltoallv --pattern uniform -b 1M -e "$MAXSIZE" -f 4 -n 20 -w 5
+  quiet_perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1M -e "$MAXSIZE" -f 4 -n 20 -w 5
+fi
+
+cost() {  # cost NRANKS NODES: where a small call's host time goes
+  RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=COLL,INIT,NET run_ranks "$OUT/cost-$1x$2.log" "$1" "$2" 110 \
+    build-gpu/tools/rmacc-perf alltoallv -b 1K -e 1K -n 200 -w 10
+  echo "== call cost, $1 ranks on $2 node(s): $(python3 bench/call_cost.py "$OUT/cost-$1x$2.log" 2>&1)"
+  grep -hoE "proxy polls [a-z -]+|wait fd -?[0-9]+" "$OUT/cost-$1x$2.log" | sort | uniq -c
+}
+if has cost; then mps_for "$local_ranks"; cost "$local_ranks" 1; fi
+if has cost2; then mps_for 4; cost 4 2; fi
+
+if has serial; then
+  mps_for "$local_ranks"
   RMACC_LANES=serial perf alltoall-1node-serial "$local_ranks" 1 alltoall -b 1K -e 64M -f 8 -n 20 -w 5
-  perf alltoallv-zipf-1node "$local_ranks" 1 alltoallv --pattern zipf -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
+fi
+if has random; then
+  mps_for "$local_ranks"
   perf alltoallv-random-1node "$local_ranks" 1 alltoallv --pattern random -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
 fi
-
-if has cost; then  # where a small call's host time goes: queued, count exchange, plan+enqueue
-  mps_for 4
-  for shape in "$local_ranks 1" "4 2"; do
-    set -- $shape
-    RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=COLL,INIT,NET timeout 120 tools/rmacc-run -n $1 --nodes $2 --timeout 110 -- \
-      build-gpu/tools/rmacc-perf alltoallv -b 1K -e 1K -n 200 -w 10 > "$OUT/cost-$1x$2.log" 2>&1
-    echo "== call cost, $1 ranks on $2 node(s): $(python3 bench/call_cost.py "$OUT/cost-$1x$2.log" 2>&1)"
-    grep -hoE "proxy polls [a-z -]+|wait fd -?[0-9]+" "$OUT/cost-$1x$2.log" | sort | uniq -c
-    grep -E "^\[0\].*1024 " "$OUT/cost-$1x$2.log" | grep -v rmacc | tail -1
-  done
-fi
-
 if has trace; then  # a timeline of small calls (stream ops and network hops), for bench/timeline.py
   mps_for 4
   for shape in "4 2" "4 4" "2 2" "4 1"; do
     set -- $shape
-    RMACC_TRACE_FILE="$OUT/trace-$1x$2.%r.json" timeout 120 tools/rmacc-run -n $1 --nodes $2 --timeout 110 -- \
-      build-gpu/tools/rmacc-perf alltoallv -b 1K -e 1K -n 30 -w 3 > "$OUT/trace-$1x$2.log" 2>&1
+    RMACC_TRACE_FILE="$OUT/trace-$1x$2.%r.json" run_ranks "$OUT/trace-$1x$2.log" $1 $2 110 \
+      build-gpu/tools/rmacc-perf alltoallv -b 1K -e 1K -n 30 -w 3
     perf small-$1x$2 $1 $2 alltoallv -b 1K -e 1M -f 32 -n 100 -w 10
   done
 fi
-
 # 2 emulated nodes x 2 ranks: the relay path, 4 ranks sharing the GPUs.
 if has relay; then
   mps_for 4
@@ -127,18 +215,16 @@ fi
 if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
   mps_for 2
   for prov in tcp shm; do
-    RMACC_NET_PROVIDER=$prov FI_PROVIDER=$prov RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=NET timeout 60 \
-      tools/rmacc-run -n 2 --nodes 2 --timeout 50 -- build-gpu/tools/rmacc-perf putsignal -b 8 -e 4K -f 8 -n 5 -w 1 \
-      > "$OUT/gdr-$prov.log" 2>&1
+    RMACC_NET_PROVIDER=$prov FI_PROVIDER=$prov RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=NET \
+      run_ranks "$OUT/gdr-$prov.log" 2 2 50 build-gpu/tools/rmacc-perf putsignal -b 8 -e 4K -f 8 -n 5 -w 1
     echo "== GPU-direct probe, provider $prov (exit $?)"; grep -hE "FI_HMEM|GPU-direct|hmem" "$OUT/gdr-$prov.log" | sort -u | cut -c1-400
   done
 fi
 mps_for 0
 
-if has peer; then  # NCCL (needs one GPU per rank) and the copy-engine ceiling, without MPS
-  timeout 300 python3 bench/nccl_peer.py -b 1K -e "$MAXSIZE" -f 4 > "$OUT/nccl-peer.log" 2>&1
-  echo "== nccl/ce peer (exit $?)"; tail -24 "$OUT/nccl-peer.log"
-fi
+# Last, so that it is what the device tool's 12,000-character tail shows.
+echo "== summary (${SECONDS}s; commit $(git log -1 --format=%h); $ngpu GPUs; $(grep -m1 -oE 'NCCL [0-9.]+' "$OUT/nccl-perf.log" 2>/dev/null || echo 'NCCL C API not run'))"
+python3 bench/summary.py "$OUT" | tee "$OUT/summary.txt"
 
 # The device tool brings back at most 8 files: everything goes back as one archive.
 tar czf /tmp/rmacc-logs.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/rmacc-logs.tgz "$OUT/logs.tgz"

@@ -73,35 +73,43 @@ rmaccUniqueId makeId() {
   return id;
 }
 
-void writeIdFile(const std::string& path, const rmaccUniqueId& id) {
-  // Write under a temporary name and rename: a poller never sees a half-written id.
+void writeFile(const std::string& path, const void* blob, size_t bytes) {
+  // Write under a temporary name and rename: a poller never sees a half-written file.
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   FILE* f = fopen(tmp.c_str(), "wb");
-  if (!f || fwrite(id.internal, sizeof id.internal, 1, f) != 1 || fclose(f) != 0)
-    die("cannot write " + tmp + ": " + strerror(errno));
+  if (!f || fwrite(blob, bytes, 1, f) != 1 || fclose(f) != 0) die("cannot write " + tmp + ": " + strerror(errno));
   if (rename(tmp.c_str(), path.c_str()) != 0) die("cannot rename " + tmp + ": " + strerror(errno));
 }
 
 // Polls for rank 0's file. A file older than this process (minus slack for slow starters) is a
 // leftover of an earlier job with the same name and is ignored rather than used.
-rmaccUniqueId readIdFile(const std::string& path) {
+void readFile(const std::string& path, void* blob, size_t bytes) {
   const time_t notBefore = time(nullptr) - 30;
   const int timeoutS = envInt("RMACC_TIMEOUT_S", 300);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutS);
   auto pause = std::chrono::milliseconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
     struct stat st {};
-    if (stat(path.c_str(), &st) == 0 && st.st_mtime >= notBefore && st.st_size == sizeof(rmaccUniqueId)) {
-      rmaccUniqueId id;
+    if (stat(path.c_str(), &st) == 0 && st.st_mtime >= notBefore && static_cast<size_t>(st.st_size) == bytes) {
       FILE* f = fopen(path.c_str(), "rb");
-      bool ok = f && fread(id.internal, sizeof id.internal, 1, f) == 1;
+      bool ok = f && fread(blob, bytes, 1, f) == 1;
       if (f) fclose(f);
-      if (ok) return id;
+      if (ok) return;
     }
     std::this_thread::sleep_for(pause);  // back off: ranks share few cores with rank 0
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
-  die("timed out after " + std::to_string(timeoutS) + " s waiting for rank 0's id file " + path);
+  die("timed out after " + std::to_string(timeoutS) + " s waiting for rank 0's file " + path);
+}
+
+// The job's name for shared files: rmacc-run's id (unique per job) or, started with --no-id,
+// the launcher's pid (every rank is its child); mpirun/torchrun: the name of their id file.
+std::string jobFile(const Launch& l, const std::string& tag) {
+  if (l.launcher == "rmacc-run") {
+    std::string job = l.idHex.empty() ? "ppid" + std::to_string(getppid()) : l.idHex.substr(0, 32);
+    return idFileFor("rmacc-run-" + job) + "-" + tag;
+  }
+  return l.idFile + "-" + tag;
 }
 
 }  // namespace
@@ -140,14 +148,29 @@ rmaccUniqueId obtainUniqueId(const Launch& l) {
     return id;
   }
   if (l.nranks == 1) return makeId();
-  if (l.rank != 0) return readIdFile(l.idFile);
-  rmaccUniqueId id = makeId();
-  writeIdFile(l.idFile, id);
+  rmaccUniqueId id;
+  if (l.rank != 0) {
+    readFile(l.idFile, id.internal, sizeof id.internal);
+    return id;
+  }
+  id = makeId();
+  writeFile(l.idFile, id.internal, sizeof id.internal);
   return id;
 }
 
 void removeIdFile(const Launch& l) {
   if (l.rank == 0 && !l.idFile.empty()) unlink(l.idFile.c_str());
+}
+
+void shareFromRank0(const Launch& l, const std::string& tag, void* blob, size_t bytes) {
+  if (l.nranks == 1) return;
+  const std::string path = jobFile(l, tag);
+  if (l.rank == 0) writeFile(path, blob, bytes);
+  else readFile(path, blob, bytes);
+}
+
+void removeSharedFile(const Launch& l, const std::string& tag) {
+  if (l.rank == 0 && l.nranks > 1) unlink(jobFile(l, tag).c_str());
 }
 
 }  // namespace rmacc::perf

@@ -31,4 +31,11 @@ Launch detectLaunch();
 rmaccUniqueId obtainUniqueId(const Launch& launch);
 void removeIdFile(const Launch& launch);
 
+// Shares `bytes` bytes of rank 0 with every rank without a communicator (another library's
+// unique id, e.g. NCCL's): rank 0 writes them to a file named after the job and `tag`, the
+// others poll for it, as for the id above (rmacc-run's jobs too: one machine or a shared
+// $TMPDIR). Rank 0 removes the file with removeSharedFile once every rank has read it.
+void shareFromRank0(const Launch& launch, const std::string& tag, void* blob, size_t bytes);
+void removeSharedFile(const Launch& launch, const std::string& tag);
+
 }  // namespace rmacc::perf
