@@ -105,7 +105,8 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
       if (op.bytes == 0) {
         rma.signal(s, op.peer, op.ctx, op.sigIdx, /*waitDone=*/false);
       } else if (op.dst.region == Region::kRelay) {
-        relayHighWater_ = std::max(relayHighWater_, op.dst.offset + op.bytes);
+        if (op.dst.offset + op.bytes > relayHighWater_.load(std::memory_order_relaxed))
+          relayHighWater_.store(op.dst.offset + op.bytes, std::memory_order_relaxed);
         rma.put(s, src, op.bytes, op.peer, b.peerRelay[op.peer], op.dst.offset, op.ctx,
                 op.sigIdx, /*waitDone=*/false);
       } else {

@@ -3,6 +3,7 @@
 // ops of different lanes becomes an event; nothing else orders them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -41,7 +42,8 @@ class Executor {
            uint64_t callSeq);
   // The highest relay byte this rank has written into any peer's relay buffer (end offset),
   // over the communicator's life: measured, for the bound RMACC_RELAY_BYTES.
-  uint64_t relayHighWater() const { return relayHighWater_; }
+  // Any thread may ask while the progress thread runs calls.
+  uint64_t relayHighWater() const { return relayHighWater_.load(std::memory_order_relaxed); }
 
   // Completes a call that moves nothing (rejected or mismatched counts), in call order.
   void complete(volatile uint64_t* doneFlag, uint64_t doneValue);
@@ -62,7 +64,7 @@ class Executor {
   size_t nextEvent_ = 0;
   std::unique_ptr<Event> joined_;  // the previous call's completion, recorded on join_
   bool anyCall_ = false;
-  uint64_t relayHighWater_ = 0;
+  std::atomic<uint64_t> relayHighWater_{0};  // written by the progress thread only
   TraceWriter* trace_ = nullptr;  // the communicator's, when RMACC_TRACE_FILE is set
 };
 
