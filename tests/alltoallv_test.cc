@@ -30,8 +30,12 @@ RunOptions optionsFor(Topo t, std::vector<std::pair<std::string, std::string>> e
   RunOptions o;
   // Not contiguous blocks: rank r sits on node r % nodes.
   o.nodeOf = scatteredNodes(t.nodes, t.local);
-  o.timeoutS = 600;
-  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"}};
+  // Wrong data usually shows as a signal that never comes: its wait fails after
+  // RMACC_TIMEOUT_S = 60 s (not the default 300 s) and the ranks are killed at 240 s, so a
+  // broken data path is a failure within minutes, not a 900 s hang. `extra` may override.
+  o.timeoutS = 240;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
+           {"RMACC_TIMEOUT_S", "60"}};
   for (auto& e : extra) o.env.push_back(e);
   return o;
 }
@@ -205,7 +209,10 @@ TEST(Alltoallv, AlltoAllUniform) {
 // each waiting for its credit. The relay allocation stays at RMACC_RELAY_BYTES.
 TEST(Alltoallv, OneGibibyteThroughATinyRelay) {
   const Topo topo{2, 2};
-  runRanks(4, optionsFor(topo, {{"RMACC_RELAY_BYTES", "1M"}, {"RMACC_RELAY_SLOTS", "4"}}),
+  RunOptions o = optionsFor(topo, {{"RMACC_RELAY_BYTES", "1M"}, {"RMACC_RELAY_SLOTS", "4"},
+                                   {"RMACC_TIMEOUT_S", "200"}});  // one long call: its done wait
+  o.timeoutS = 280;
+  runRanks(4, o,
            [&](const RankContext& ctx) {
              TestComm comm(ctx);
              auto counts = makeCounts(Pattern::kUniform, 4, (256u << 20) / 4 / 8, 9);
