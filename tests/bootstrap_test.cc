@@ -194,6 +194,11 @@ TEST(Bootstrap, HelloWithTheSecretAndAnOutOfRangeRankIsRejected) {
   test::runRanks(3, opt, [](const RankContext& c) {
     auto* rogueDone = static_cast<std::atomic<int>*>(c.shared);
     if (c.rank == 0) {
+      // Whatever happens below, release the others (a failed ASSERT returns early).
+      struct Release {
+        std::atomic<int>* flag;
+        ~Release() { flag->store(1); }
+      } release{rogueDone};
       UniqueIdData id;
       boot::SockAddr root = rootAddress(c, &id);
       for (uint32_t bad : {3u, 4u, 0x7fffffffu, 0xffffffffu}) {
@@ -212,7 +217,6 @@ TEST(Bootstrap, HelloWithTheSecretAndAnOutOfRangeRankIsRejected) {
         EXPECT_EQ(reply.status, boot::RootReply::kRejected) << "rank " << bad << " of 3";
         EXPECT_EQ(reply.arrived, 0u) << "rank " << bad << " of 3 was counted";
       }
-      rogueDone->store(1);
     } else {
       while (!rogueDone->load()) usleep(1000);
     }
