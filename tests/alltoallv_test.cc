@@ -30,8 +30,12 @@ RunOptions optionsFor(Topo t, std::vector<std::pair<std::string, std::string>> e
   RunOptions o;
   // Not contiguous blocks: rank r sits on node r % nodes.
   o.nodeOf = scatteredNodes(t.nodes, t.local);
-  o.timeoutS = 600;
-  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"}};
+  // Wrong data usually shows as a signal that never comes: its wait fails after
+  // RMACC_TIMEOUT_S = 60 s (not the default 300 s) and the ranks are killed at 240 s, so a
+  // broken data path is a failure within minutes, not a 900 s hang. `extra` may override.
+  o.timeoutS = 240;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
+           {"RMACC_TIMEOUT_S", "60"}};
   for (auto& e : extra) o.env.push_back(e);
   return o;
 }
@@ -226,7 +230,10 @@ TEST(Alltoallv, AlltoAllUniform) {
 // each waiting for its credit. The relay allocation stays at RMACC_RELAY_BYTES.
 TEST(Alltoallv, OneGibibyteThroughATinyRelay) {
   const Topo topo{2, 2};
-  runRanks(4, optionsFor(topo, {{"RMACC_RELAY_BYTES", "1M"}, {"RMACC_RELAY_SLOTS", "4"}}),
+  RunOptions o = optionsFor(topo, {{"RMACC_RELAY_BYTES", "1M"}, {"RMACC_RELAY_SLOTS", "4"},
+                                   {"RMACC_TIMEOUT_S", "200"}});  // one long call: its done wait
+  o.timeoutS = 280;
+  runRanks(4, o,
            [&](const RankContext& ctx) {
              TestComm comm(ctx);
              auto counts = makeCounts(Pattern::kUniform, 4, (256u << 20) / 4 / 8, 9);
@@ -268,6 +275,61 @@ TEST(Alltoallv, MismatchedCountsFailEverywhereAndTouchNothing) {
     // The communicator is still usable.
     oneCall(comm, counts, rmaccFloat32, false, 4, comm.stream());
   });
+}
+
+// A peer's count record is not trusted (DESIGN.md §4): rank 1 claims that rank 0's block lands
+// half a block past the end of its receive buffer (the offset alone is inside it). Rank 0 must
+// refuse to copy (rmaccRemoteError, logged naming rank 1) and write nothing, neither into rank 1's
+// buffer nor past it.
+TEST(Alltoallv, CorruptedPeerRecordIsRefusedAndNothingWritten) {
+  runRanks(2, optionsFor({1, 2}, {{"RMACC_TIMEOUT_S", "5"}}), [&](const RankContext& ctx) {
+    constexpr size_t kBlock = 4096, kRecv = 64 << 10;
+    TestComm comm(ctx);
+    void *send, *recv;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &send, 2 * kBlock));
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &recv, kRecv));
+    memset(send, 0x11, 2 * kBlock);
+    memset(recv, kPoison, kRecv);
+    size_t counts[2] = {kBlock, kBlock}, displs[2] = {0, kBlock};
+    if (ctx.rank == 1)
+      setCountRecordHookForTest([](uint64_t, uint64_t* rows, int n) {
+        rows[2 * n + 0] = kRecv - kBlock / 2;  // where rank 0's block lands: ends past the buffer
+      });
+    RMACC_ASSERT_OK(rmaccAlltoAllv(send, counts, displs, recv, counts, displs, rmaccUint8,
+                                   comm.get(), comm.stream()));
+    rmaccResult_t r = comm.sync();
+    if (ctx.rank == 0) {
+      EXPECT_EQ(r, rmaccRemoteError) << comm.lastError();
+      rmaccResult_t async = rmaccSuccess;
+      RMACC_ASSERT_OK(rmaccCommGetAsyncError(comm.get(), &async));
+      EXPECT_EQ(async, rmaccRemoteError) << "the refusal is the communicator's error";
+    } else {
+      EXPECT_NE(r, rmaccSuccess) << "rank 0's block can never arrive";
+      // Rank 0's block, where the record says and where it really belongs: untouched.
+      const uint8_t* p = static_cast<const uint8_t*>(recv);
+      for (size_t i = 0; i < kBlock; ++i) ASSERT_EQ(p[i], kPoison) << "byte " << i;
+      for (size_t i = kRecv - kBlock; i < kRecv; ++i) ASSERT_EQ(p[i], kPoison) << "byte " << i;
+    }
+    rmaccCommAbort(comm.get());
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  });
+}
+
+// RMACC_MAX_PUT_BYTES=4097 (an odd piece size) with blocks that are exact multiples of it:
+// every put across nodes splits into whole pieces with no short last piece (the boundary case of
+// the piece arithmetic), through the relays too; byte-exact over consecutive calls.
+TEST(Alltoallv, PutsSplitAtAnOddMaxPutBytes) {
+  runRanks(4, optionsFor({2, 2}, {{"RMACC_MAX_PUT_BYTES", "4097"}, {"RMACC_RELAY_BYTES", "96K"}}),
+           [&](const RankContext& ctx) {
+             TestComm comm(ctx);
+             const int n = 4;
+             for (int call = 0; call < 6; ++call) {
+               std::vector<size_t> counts(n * n);
+               for (int i = 0; i < n; ++i)
+                 for (int j = 0; j < n; ++j) counts[i * n + j] = 4097 * (1 + (i + j + call) % 4);
+               oneCall(comm, counts, rmaccUint8, call % 2, 4097 + call, comm.stream());
+             }
+           });
 }
 
 // A rank killed between calls: the survivors' next AlltoAllV fails within RMACC_TIMEOUT_S.

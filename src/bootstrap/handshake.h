@@ -56,7 +56,9 @@ static_assert(sizeof(FrameHeader) == 16, "FrameHeader is a wire format");
 
 // Accepts connections on `listener` and reads exactly `helloBytes` from each, handing every
 // complete hello to onHello (which keeps the socket, or lets it close to drop the stranger).
-// Connections that close early or stay silent never hold up the others. Returns true once
+// Connections that close early or stay silent never hold up the others: one that has not
+// completed its hello within 1 s is closed, and at most 256 such are held (the oldest goes
+// first), so a flood of strangers can neither exhaust fds nor keep a rank out. Returns true once
 // done() holds, false when `deadline` passes first; `deadline` is re-read on every turn so
 // onHello may extend it. Exceptions from onHello propagate.
 bool acceptHellos(const Socket& listener, size_t helloBytes, const Deadline& deadline,

@@ -81,11 +81,13 @@ class Root {
       deadline_ = std::max(deadline_, deadlineAfter(timeoutS_));
     }
     if (h.nRanks != nRanks_) return reject(std::move(sock), h, "a different rank count");
-    if (ranks_[h.rank].valid()) return reject(std::move(sock), h, "a duplicate rank");
+    // at(): the index comes off the wire; should the check above ever be wrong, the root
+    // fails (and every rank with it) instead of writing past its tables.
+    if (ranks_.at(h.rank).valid()) return reject(std::move(sock), h, "a duplicate rank");
     if (h.listen.family != AF_INET && h.listen.family != AF_INET6)
       return reject(std::move(sock), h, "a malformed listener address");
-    ranks_[h.rank] = std::move(sock);
-    table_[h.rank] = h.listen;
+    ranks_.at(h.rank) = std::move(sock);
+    table_.at(h.rank) = h.listen;
     ++arrived_;
     INFO(kSubsysBoot, "bootstrap root: rank %u of %u arrived (%u so far)", h.rank, nRanks_,
          arrived_);

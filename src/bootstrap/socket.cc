@@ -214,7 +214,8 @@ Socket Socket::connect(const SockAddr& addr, Deadline deadline, const char* what
   return s;
 }
 
-Socket Socket::accept() const {
+Socket Socket::accept(int* error) const {
+  if (error) *error = 0;
   for (;;) {
     int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
@@ -226,9 +227,10 @@ Socket Socket::accept() const {
     // Nothing pending, or a connection that died in the backlog: try again on the next poll.
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EPROTO)
       return Socket();
-    // Out of fds is survivable (the peer retries nothing, but others may still complete).
+    // Out of fds is survivable: the caller may close a stranger's connection and retry.
     if (errno == EMFILE || errno == ENFILE) {
-      WARN("bootstrap: accept failed: %s", strerror(errno));
+      if (error) *error = errno;
+      else WARN("bootstrap: accept failed: %s", strerror(errno));
       return Socket();
     }
     RMACC_SYSCHECK(-1, "accept4");

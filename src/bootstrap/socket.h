@@ -75,8 +75,9 @@ class Socket {
   // Connects, waiting at most until `deadline`; throws rmaccTimeout, or rmaccRemoteError when
   // the peer refuses (its process is gone). `what` names the peer in messages.
   static Socket connect(const SockAddr& addr, Deadline deadline, const char* what);
-  // The next pending connection, or an invalid Socket when none is waiting.
-  Socket accept() const;
+  // The next pending connection, or an invalid Socket when none is waiting. When `error` is
+  // given it receives EMFILE or ENFILE when the process is out of fds (else 0).
+  Socket accept(int* error = nullptr) const;
   SockAddr localAddr() const;
 
   // Sends or receives exactly `bytes`, handling EINTR and partial transfers, until `deadline`.

@@ -45,7 +45,10 @@ char* BounceRing::reserve(Stream& stream, size_t bytes, volatile uint64_t* done)
     space_ = std::make_unique<RingSpace>(size);
     INFO(kSubsysProxy, "bounce ring of %zu bytes", size);
   }
-  RingSpace::Region r = space_->reserve(bytes, *done);
+  // Acquire: the proxy publishes done after its last read of the regions it frees, and this
+  // thread's stream may overwrite them once it has seen it (a plain read raced, ThreadSanitizer).
+  uint64_t finished = __atomic_load_n(const_cast<const uint64_t*>(done), __ATOMIC_ACQUIRE);
+  RingSpace::Region r = space_->reserve(bytes, finished);
   if (r.waitSeq) {
     WaitDesc w{done, r.waitSeq};
     stream.waitValues(&w, 1);

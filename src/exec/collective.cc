@@ -1,5 +1,6 @@
 #include "exec/collective.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "core/comm.h"
@@ -34,10 +35,14 @@ size_t recordBytes(int n) { return sizeof(MetaHeader) + 3 * (size_t)n * sizeof(u
 // messages of one (peer, tag) arrive in order, which orders the calls).
 constexpr uint32_t kCountsTag = 0x434e5453;  // "CNTS"
 
+std::atomic<CountRecordHook> countRecordHook{nullptr};
+
 constexpr size_t kPlanCacheSize = 16;
 constexpr size_t kPeerMapCacheSize = 64;
 
 }  // namespace
+
+void setCountRecordHookForTest(CountRecordHook hook) { countRecordHook.store(hook); }
 
 CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
   const Topology& topo = comm.topo();
@@ -329,6 +334,7 @@ void CollectiveEngine::runTask(Task& task) {
     rows[n + p] = bad ? 0 : a.recvBytes[p];
     rows[2 * n + p] = targetOffset[p];
   }
+  if (CountRecordHook hook = countRecordHook.load()) hook(task.seq, rows, n);
   exchangeCounts(task.seq, all, recSize);
   auto header = [&](int r) { return reinterpret_cast<const MetaHeader*>(all.data() + recSize * r); };
   auto row = [&](int r) {

@@ -36,6 +36,13 @@ struct AlltoallvArgs {
   std::string rejected;  // non-empty: this rank's arguments were invalid (the reason)
 };
 
+// Tests only: when set, called with this rank's count record of every AlltoAllV just before
+// the exchange (`rows`: send bytes, receive bytes and receive-target offsets, nRanks each), so
+// that a test rank can play a broken or malicious peer. Set it before the communicator's
+// first call; a process-wide hook (every test rank is a process of its own).
+using CountRecordHook = void (*)(uint64_t seq, uint64_t* rows, int nRanks);
+void setCountRecordHookForTest(CountRecordHook hook);
+
 class CollectiveEngine {
  public:
   explicit CollectiveEngine(Comm& comm);  // collective: sets up the relay buffer

@@ -46,7 +46,8 @@ class Executor {
            uint64_t doneValue, uint64_t callSeq);
   // The highest relay byte this rank has written into any peer's relay buffer (end offset),
   // over the communicator's life: measured, for the bound RMACC_RELAY_BYTES.
-  uint64_t relayHighWater() const { return relayHighWater_; }
+  // Any thread may ask while the progress thread runs calls.
+  uint64_t relayHighWater() const { return relayHighWater_.load(std::memory_order_relaxed); }
 
   // Completes a call that moves nothing (rejected or mismatched counts), in call order.
   void complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue);

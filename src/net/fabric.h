@@ -82,7 +82,9 @@ class Fabric {
   // Opens provider `provider` (empty: libfabric's choice) with FI_EP_RDM + FI_RMA and remote
   // CQ data of at least 4 bytes. Throws rmaccNetworkError when none fits.
   explicit Fabric(const std::string& provider, const FabricOptions& options = {});
-  ~Fabric();
+  // Virtual data path (write, poll, readyToBlock): tests wrap the real endpoint in a double
+  // that holds back and reorders completions, as an unordered network may deliver them.
+  virtual ~Fabric();
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
 
@@ -111,18 +113,18 @@ class Fabric {
   // Posts a write of `bytes` from `src` to (peer, remoteAddr, key) carrying completion data
   // `data`. Returns false on -FI_EAGAIN (progress, then retry); throws rmaccNetworkError on
   // other errors. `context` comes back in a kWriteDone completion.
-  bool write(int peer, const void* src, size_t bytes, void* localDesc, uint64_t remoteAddr,
-             uint64_t key, uint32_t data, void* context);
+  virtual bool write(int peer, const void* src, size_t bytes, void* localDesc,
+                     uint64_t remoteAddr, uint64_t key, uint32_t data, void* context);
   // Reads up to `max` completions (progressing the provider). Throws rmaccNetworkError or
   // rmaccRemoteError for an error completion, naming the peer when known.
-  size_t poll(Completion* out, size_t max);
+  virtual size_t poll(Completion* out, size_t max);
   // The completion queue's wait object, for an idle proxy to block on instead of sleeping
   // blind: a file descriptor that turns readable when the provider has something to
   // progress (an incoming write, a completion), or -1 where the provider offers none.
   int waitFd() const { return waitFd_; }
   // fi_trywait: true when nothing is pending and blocking on waitFd() is safe now; false
   // means poll() first (the provider may have work that the fd would not signal).
-  bool readyToBlock();
+  virtual bool readyToBlock();
 
  private:
   fi_info* info_ = nullptr;

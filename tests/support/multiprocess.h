@@ -28,7 +28,8 @@ struct RunOptions {
 };
 
 // Exit status of each rank: 0 when its body returned without a gtest failure; 1 on a gtest
-// failure, 2 on an exception, 128+sig when killed; -1 when the parent killed it on timeout.
+// failure, 2 on an exception, 3 when LeakSanitizer (ASan builds) found a leak, 128+sig when
+// killed; -1 when the parent killed it on timeout.
 std::vector<int> runRanksStatus(int nRanks, const RunOptions& options,
                                 const std::function<void(const RankContext&)>& body);
 

@@ -1,0 +1,69 @@
+#include "support/holdback_fabric.h"
+
+#include <algorithm>
+
+#include "net/signals.h"
+
+namespace rmacc::test {
+
+namespace {
+// Completions are held until this many wait or the oldest waited this long.
+constexpr size_t kHoldCount = 16;
+constexpr auto kHoldTime = std::chrono::milliseconds(2);
+}  // namespace
+
+bool HoldBackFabric::write(int peer, const void* src, size_t bytes, void* localDesc,
+                           uint64_t remoteAddr, uint64_t key, uint32_t data, void* context) {
+  ImmData d = ImmData::decode(data);
+  const bool signalKind = d.kind == ImmKind::kSignal;
+  const Key k{peer, d.ctx, d.sigIdx};
+  if (signalKind && d.chunks > 0) {
+    auto it = pieces_.find(k);
+    if (it != pieces_.end() && it->second.issued != it->second.reported) ++violations_;
+  }
+  if (!Fabric::write(peer, src, bytes, localDesc, remoteAddr, key, data, context)) return false;
+  if (!signalKind) return true;
+  if (d.chunks == 0) {
+    ++pieces_[k].issued;
+    pieceOf_[context] = k;
+  } else if (d.chunks > 1) {
+    ++splitFinals_;
+  }
+  return true;
+}
+
+size_t HoldBackFabric::poll(Completion* out, size_t max) {
+  size_t n = 0;
+  Completion got[32];
+  size_t m = Fabric::poll(got, std::min<size_t>(max, 32));
+  for (size_t i = 0; i < m; ++i) {
+    if (got[i].kind == Completion::kRemoteData) {
+      out[n++] = got[i];
+      continue;
+    }
+    if (held_.empty()) oldest_ = std::chrono::steady_clock::now();
+    held_.push_back(got[i]);
+  }
+  if (!held_.empty() && (held_.size() >= kHoldCount ||
+                         std::chrono::steady_clock::now() - oldest_ >= kHoldTime))
+    release(out, max, &n);
+  return n;
+}
+
+// Hands back held completions newest first, as far as `out` has room.
+void HoldBackFabric::release(Completion* out, size_t room, size_t* n) {
+  if (held_.size() > 1 && *n < room) ++reordered_;
+  while (!held_.empty() && *n < room) {
+    Completion c = held_.back();
+    held_.pop_back();
+    auto it = pieceOf_.find(c.context);
+    if (it != pieceOf_.end()) {
+      ++pieces_[it->second].reported;
+      pieceOf_.erase(it);
+    }
+    out[(*n)++] = c;
+  }
+  if (!held_.empty()) oldest_ = std::chrono::steady_clock::now() - kHoldTime;  // rest: next poll
+}
+
+}  // namespace rmacc::test

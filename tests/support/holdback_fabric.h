@@ -1,0 +1,56 @@
+// A test double around a real libfabric endpoint that behaves like an unordered network's
+// completion queue: local write completions are held back and handed to the caller later, in
+// reverse order of arrival (incoming completion data passes at once). The bytes still travel
+// over the real provider; only what the proxy learns, and when, changes.
+//
+// It also checks the rule the proxy must keep on an unordered endpoint (issue 17 §8): a write
+// that signals (completion data with a piece count) may be issued only once every earlier
+// non-signalling write to the same (peer, context, signal) was reported complete to the
+// caller. Every write that breaks it is counted in violations().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "net/fabric.h"
+
+namespace rmacc::test {
+
+class HoldBackFabric final : public Fabric {
+ public:
+  HoldBackFabric(const std::string& provider, const FabricOptions& options)
+      : Fabric(provider, options) {}
+
+  bool write(int peer, const void* src, size_t bytes, void* localDesc, uint64_t remoteAddr,
+             uint64_t key, uint32_t data, void* context) override;
+  size_t poll(Completion* out, size_t max) override;
+  bool readyToBlock() override { return held_.empty() && Fabric::readyToBlock(); }
+
+  // Read by the test thread once the proxy is quiet.
+  uint64_t violations() const { return violations_.load(); }
+  uint64_t splitFinals() const { return splitFinals_.load(); }   // finals with earlier pieces
+  uint64_t reordered() const { return reordered_.load(); }       // completions delivered late
+                                                                 // and out of arrival order
+
+ private:
+  using Key = std::tuple<int, int, int>;  // peer, ctx, sigIdx
+  struct Count {
+    uint64_t issued = 0, reported = 0;  // non-signalling pieces
+  };
+  void release(Completion* out, size_t room, size_t* n);
+
+  // Proxy thread only (write and poll are its data path).
+  std::map<Key, Count> pieces_;
+  std::unordered_map<void*, Key> pieceOf_;  // context of a non-signalling piece in flight
+  std::deque<Completion> held_;
+  std::chrono::steady_clock::time_point oldest_;
+  std::atomic<uint64_t> violations_{0}, splitFinals_{0}, reordered_{0};
+};
+
+}  // namespace rmacc::test
