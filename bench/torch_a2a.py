@@ -156,7 +156,7 @@ def overhead(comm, a, device):
 def main(a):
     cuda = torch.cuda.is_available() and os.environ.get("BENCH_DEVICE", "cuda") == "cuda"
     if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
     dist.init_process_group("nccl" if cuda else "gloo")
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
     dtype = torch.bfloat16 if cuda else torch.float32

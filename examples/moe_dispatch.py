@@ -101,7 +101,7 @@ def timed(fn, iters, device):
 def main(a):
     cuda = torch.cuda.is_available() and os.environ.get("MOE_DEVICE", "cuda") == "cuda"
     if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")

@@ -20,9 +20,10 @@ assert rmacc.__file__.startswith('$pkg'), rmacc.__file__
 print('cmake --install: rmacc', rmacc.version(), 'uses', rmacc.library_path)"
 
 cp -r "$src/python" "$tmp/python"
-"$python" -m venv --system-site-packages "$tmp/venv"
-RMACC_LIB="$build/librmacc.so" "$tmp/venv/bin/python" -m pip install -q --no-index \
-  --no-build-isolation "$tmp/python" >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; exit 1; }
+# A venv without its own pip (making one takes ~15 s): the system's pip installs into it.
+"$python" -m venv --system-site-packages --without-pip "$tmp/venv"
+RMACC_LIB="$build/librmacc.so" "$python" -m pip --python "$tmp/venv/bin/python" install -q \
+  --no-index --no-build-isolation "$tmp/python" >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; exit 1; }
 "$tmp/venv/bin/python" -c "
 import os, rmacc
 here = os.path.dirname(rmacc.__file__)

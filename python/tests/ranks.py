@@ -37,7 +37,9 @@ def _rank_main(rank, n, nodes, device, workdir, scenario, env):
         torch.set_num_threads(1)
         if device == "cuda":
             torch.cuda.set_device(rank % torch.cuda.device_count())
-        dist.init_process_group("nccl" if device == "cuda" else "gloo",
+        # NCCL carries the id when every rank has its own GPU (it refuses to share one).
+        nccl = device == "cuda" and n <= torch.cuda.device_count()
+        dist.init_process_group("nccl" if nccl else "gloo",
                                 init_method="file://" + os.path.join(workdir, "pg"),
                                 rank=rank, world_size=n)
         import scenarios
