@@ -175,6 +175,16 @@ class Communicator:
         if handle is not None:
             check(lib.rmaccCommDestroy(handle), "rmaccCommDestroy")
 
+    def __del__(self):
+        # A communicator dropped without close() would leave its threads running. Only a
+        # communicator without live rmacc.empty tensors can get here (they hold it).
+        try:
+            if getattr(self, "_handle", None) is not None:
+                self._closed = True
+                self._destroy()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass
+
     def __enter__(self):
         return self
 
