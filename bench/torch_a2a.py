@@ -12,7 +12,6 @@ time, busbw = algbw * (n-1)/n; ratio = rmacc busbw / torch busbw. Every configur
 checked once: rmacc's output must equal torch's.
 """
 import argparse
-import ctypes
 import os
 import statistics
 import time

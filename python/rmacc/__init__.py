@@ -7,6 +7,6 @@ librmacc's C API (ctypes; no dependency on libtorch's C++ ABI).
 from ._lib import RmaccError, version, path as library_path
 from .communicator import Communicator
 from .memory import empty
-from . import _ops
+from . import _ops  # noqa: F401 - registers rmacc::all_to_all_single
 
 __all__ = ["Communicator", "RmaccError", "empty", "version", "library_path"]

@@ -33,7 +33,8 @@ def check_tensor(t, name, device):
     if not isinstance(t, torch.Tensor):
         raise TypeError("%s must be a torch.Tensor, not %s" % (name, type(t).__name__))
     if t.device != device:
-        raise ValueError("%s is on %s, but this communicator works on %s" % (name, t.device, device))
+        raise ValueError("%s is on %s, but this communicator works on %s"
+                         % (name, t.device, device))
     if not t.is_contiguous():
         raise ValueError("%s must be contiguous (call .contiguous() first)" % name)
     if t.dim() == 0:

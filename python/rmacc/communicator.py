@@ -120,12 +120,17 @@ class Communicator:
         rank, size = dist.get_rank(group), dist.get_world_size(group)
         if rank < 0:
             raise ValueError("this process is not a member of the group")
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)
-            torch.cuda.synchronize(self.device)  # the device's context exists and is current
         uid = _share_unique_id(group, rank, self.device)
         handle = ctypes.c_void_p()
-        check(lib.rmaccCommInitRank(ctypes.byref(handle), size, uid, rank), "rmaccCommInitRank")
+        if self.device.type == "cuda":
+            # librmacc's CUDA backend takes the device current at init; the caller's current
+            # device comes back afterwards.
+            with torch.cuda.device(self.device):
+                torch.cuda.synchronize()  # the device's primary context exists and is current
+                code = lib.rmaccCommInitRank(ctypes.byref(handle), size, uid, rank)
+        else:
+            code = lib.rmaccCommInitRank(ctypes.byref(handle), size, uid, rank)
+        check(code, "rmaccCommInitRank")
         self._handle = handle
         self._closed = False
         self._query()

@@ -215,9 +215,11 @@ def argument_errors(comm, device):
     _expect(TypeError, ["output", "input"], lambda: a2a(y.double(), x))
     _expect(TypeError, ["input", "complex"], lambda: a2a(y.to(torch.complex64),
                                                          x.to(torch.complex64)))
-    _expect(ValueError, ["output", "contiguous"], lambda: a2a(torch.zeros(3, 2 * n, device=device).t(), x))
+    transposed = torch.zeros(3, 2 * n, device=device).t()
+    _expect(ValueError, ["output", "contiguous"], lambda: a2a(transposed, x))
     _expect(ValueError, ["input", "contiguous"], lambda: a2a(y, x[:, :2]))
-    _expect(ValueError, ["input", str(other.type)], lambda: a2a(y, torch.zeros(2 * n, 3, device=other)))
+    elsewhere = torch.zeros(2 * n, 3, device=other)
+    _expect(ValueError, ["input", str(other.type)], lambda: a2a(y, elsewhere))
     _expect(ValueError, ["output_split_sizes", "entries"], lambda: a2a(y, x, [2] * (n + 1), None))
     _expect(ValueError, ["input_split_sizes", "sums"], lambda: a2a(y, x, None, [1] * n))
     _expect(TypeError, ["input_split_sizes[0]"], lambda: a2a(y, x, None, [2.0] + [2] * (n - 1)))
