@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building and testing rmacc needs on Debian/Ubuntu (skips what is there).
 set -euo pipefail
+# python3-torch (Debian: 1.13, CPU) and venv/pip/setuptools/wheel: the Python package, its
+# tests and its offline pip install test (no PyPI anywhere).
 pkgs=(build-essential cmake ninja-build pkg-config libfabric-dev libfabric-bin libgtest-dev
-      libopenmpi-dev openmpi-bin python3)
+      libopenmpi-dev openmpi-bin python3 python3-torch python3-venv python3-pip python3-setuptools
+      python3-wheel)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""One mixture-of-experts layer step with expert parallelism, its two all-to-alls through
+rmacc and through torch.distributed in the same run: the outputs must be identical.
+
+Router (top-k over E experts) -> permute tokens by expert -> exchange the routed counts ->
+dispatch (all_to_all_single with the routed split sizes) -> group by local expert -> expert MLP
+-> combine (the reverse all_to_all_single) -> unpermute, weighted by the router's gates.
+
+    torchrun --nproc-per-node 2 examples/moe_dispatch.py          # GPUs: NCCL vs rmacc
+    python3 examples/moe_dispatch.py --nproc 4 --nodes 2          # CPU: gloo vs rmacc, ranks
+                                                                  # spawned here, 2 emulated nodes
+(PYTHONPATH=build/python when rmacc is not installed.)
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import rmacc
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tokens", type=int, default=512, help="tokens per rank")
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--ffn", type=int, default=512)
+    p.add_argument("--experts", type=int, default=16, help="E, a multiple of the ranks")
+    p.add_argument("--topk", type=int, default=2)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--nproc", type=int, default=4, help="ranks to spawn without torchrun")
+    p.add_argument("--nodes", type=int, default=2, help="emulated nodes without torchrun")
+    return p.parse_args()
+
+
+class Layer:
+    """Router and experts; every rank builds the same weights and keeps its own experts."""
+
+    def __init__(self, a, rank, world, device, dtype):
+        g = torch.Generator().manual_seed(1234)
+        self.e_local = a.experts // world
+        self.first = rank * self.e_local
+        self.router = torch.randn(a.hidden, a.experts, generator=g).to(device, dtype)
+        w1 = torch.randn(a.experts, a.hidden, a.ffn, generator=g) / a.hidden ** 0.5
+        w2 = torch.randn(a.experts, a.ffn, a.hidden, generator=g) / a.ffn ** 0.5
+        mine = slice(self.first, self.first + self.e_local)
+        self.w1, self.w2 = w1[mine].to(device, dtype), w2[mine].to(device, dtype)
+        self.a, self.world = a, world
+
+    def step(self, x, a2a):
+        """x: (tokens, hidden). a2a(output, input, output_splits, input_splits)."""
+        a, world, el = self.a, self.world, self.e_local
+        gates, experts = torch.topk(F.softmax(x.float() @ self.router.float(), dim=-1), a.topk)
+        flat = experts.reshape(-1)
+        order = torch.argsort(flat, stable=True)  # permute: (token, k) slots sorted by expert
+        permuted = x[order // a.topk]
+        per_expert = torch.bincount(flat, minlength=a.experts)
+        # Routed counts: how many rows each source sends to each of my experts.
+        recv_counts = torch.empty_like(per_expert)
+        a2a(recv_counts, per_expert, None, None)
+        send_splits = per_expert.view(world, el).sum(1).tolist()
+        counts = recv_counts.view(world, el)
+        recv_splits = counts.sum(1).tolist()
+        received = torch.empty(sum(recv_splits), x.shape[1], dtype=x.dtype, device=x.device)
+        a2a(received, permuted, recv_splits, send_splits)                    # dispatch
+        # Rows arrive by source, then by expert within a source: group them by expert.
+        expert_of_row = torch.repeat_interleave(
+            torch.arange(el, device=x.device).repeat(world), counts.reshape(-1))
+        by_expert = torch.argsort(expert_of_row, stable=True)
+        grouped = received[by_expert]
+        out = torch.empty_like(grouped)
+        for e, rows in enumerate(torch.split(torch.arange(grouped.shape[0], device=x.device),
+                                             counts.sum(0).tolist())):
+            out[rows] = F.gelu(grouped[rows] @ self.w1[e]) @ self.w2[e]     # expert MLP
+        expert_out = torch.empty_like(out)
+        expert_out[by_expert] = out
+        back = torch.empty_like(permuted)
+        a2a(back, expert_out, send_splits, recv_splits)                     # combine
+        y = torch.zeros(x.shape, dtype=torch.float32, device=x.device)      # unpermute
+        y.index_add_(0, order // a.topk, back.float() * gates.reshape(-1)[order].unsqueeze(1))
+        return y.to(x.dtype)
+
+
+def timed(fn, iters, device):
+    fn()  # warm-up (plans, mappings, NCCL channels)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        out = fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t = torch.tensor([(time.perf_counter() - t0) / iters])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's step time
+    return out, t.item()
+
+
+def main(a):
+    cuda = torch.cuda.is_available() and os.environ.get("MOE_DEVICE", "cuda") == "cuda"
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    dtype = torch.bfloat16 if cuda else torch.float32
+    if a.experts % world:
+        raise SystemExit("--experts %d must be a multiple of the %d ranks" % (a.experts, world))
+    layer = Layer(a, rank, world, device, dtype)
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(a.tokens, a.hidden, generator=g).to(device, dtype)
+    with rmacc.Communicator(device=device) as comm:
+        ours, t_rmacc = timed(lambda: layer.step(x, comm.all_to_all_single), a.iters, device)
+        theirs, t_torch = timed(lambda: layer.step(
+            x, lambda o, i, os_, is_: dist.all_to_all_single(o, i, os_, is_)), a.iters, device)
+        same = torch.equal(ours, theirs)
+        ok = torch.tensor([int(same)])
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        if rank == 0:
+            print("moe step: %d ranks on %d node(s), %s %s, %d tokens/rank, hidden %d, "
+                  "E=%d top-%d" % (world, comm.num_nodes, device.type, str(dtype)[6:], a.tokens,
+                                   a.hidden, a.experts, a.topk))
+            print("  rmacc            %8.3f ms/step" % (t_rmacc * 1e3))
+            print("  torch.distributed %7.3f ms/step (%s)" % (t_torch * 1e3,
+                                                            dist.get_backend()))
+            print("  outputs identical: %s" % bool(ok.item()))
+    dist.barrier()
+    dist.destroy_process_group()
+    if not ok.item():
+        raise SystemExit("rank %d: rmacc and torch.distributed outputs differ" % rank)
+
+
+def spawn_local(a):
+    """Without torchrun: a.nproc CPU ranks on this machine, over a.nodes emulated nodes."""
+    import multiprocessing as mp
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for r in range(a.nproc):
+        env = {"RANK": str(r), "WORLD_SIZE": str(a.nproc), "LOCAL_RANK": str(r),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "MOE_DEVICE": "cpu",
+               "RMACC_HOSTNAME": "node%d" % (r * a.nodes // a.nproc),
+               "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo", "RMACC_NET_PROVIDER": "tcp"}
+        p = mp.get_context("fork").Process(target=_child, args=(a, env))
+        p.start()
+        procs.append(p)
+    for p in procs:
+        p.join()
+    bad = [r for r, p in enumerate(procs) if p.exitcode]
+    if bad:
+        raise SystemExit("ranks %s failed" % bad)
+
+
+def _child(a, env):
+    os.environ.update(env)
+    torch.set_num_threads(1)
+    main(a)
+
+
+if __name__ == "__main__":
+    args = parse()
+    if "RANK" in os.environ:
+        main(args)
+    else:
+        spawn_local(args)

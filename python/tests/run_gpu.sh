@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The Python package on a GPU machine (PyTorch with CUDA, torchrun): the same tests as CI on
+# CUDA tensors (1 x 2, 2 x 1, 2 x 2 emulated nodes; ranks share GPUs when there are fewer than
+# 4), the MoE example and the benchmark against torch.distributed (NCCL), 1 node and 2
+# emulated nodes. Usage: python/tests/run_gpu.sh [build dir, default build] [bench args...]
+# Needs a CUDA build of rmacc (scripts/build.sh on that machine).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd); shift || true
+export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
+export FI_PROVIDER=tcp FI_TCP_IFACE=lo RMACC_NET_PROVIDER=tcp  # between emulated nodes
+ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
+status=0
+step() { echo "=== $*"; "$@" || { echo "=== FAILED: $*"; status=1; }; }
+
+cd "$root/python/tests"
+step env RMACC_TEST_DEVICE=cuda python3 -m unittest -v test_rmacc
+cd "$root"
+
+# torchrun as is: one node, one rank per GPU.
+step torchrun --nproc-per-node "$ngpu" examples/moe_dispatch.py
+step torchrun --nproc-per-node "$ngpu" bench/torch_a2a.py "$@"
+# Emulated nodes with one torchrun: each rank's RMACC_HOSTNAME from its LOCAL_RANK
+# (2 nodes x ngpu/2 ranks; ranks of "different nodes" talk through the proxy over tcp).
+# NCCL refuses two ranks on one GPU, so this needs 2 GPUs or more.
+if [ "$ngpu" -ge 2 ]; then
+  per_node=$(( ngpu / 2 ))
+  emulate="RMACC_HOSTNAME=node\$((LOCAL_RANK / $per_node)) exec python3"
+  step torchrun --nproc-per-node $(( per_node * 2 )) --no-python bash -c \
+    "$emulate examples/moe_dispatch.py"
+  step torchrun --nproc-per-node $(( per_node * 2 )) --no-python bash -c \
+    "$emulate bench/torch_a2a.py -e 64M $*"  # the proxy path over tcp: smaller sizes
+fi
+exit $status
