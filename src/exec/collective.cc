@@ -414,9 +414,14 @@ std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handl
     return it->second.mapping;
   }
   if (peerMaps_.size() >= kPeerMapCacheSize) {
-    // Unmap only what no call still in flight uses: the streams may not have run it yet.
+    // Unmap only what no call still in flight uses: the streams may not have run it yet. The
+    // unmapping itself happens on the reaper's thread (exec/reaper.h).
     uint64_t done = *doneFlag_;
-    std::erase_if(peerMaps_, [&](const auto& kv) { return kv.second.lastUse <= done; });
+    std::erase_if(peerMaps_, [&](const auto& kv) {
+      if (kv.second.lastUse > done) return false;
+      reaper_.release(kv.second.mapping);
+      return true;
+    });
   }
   auto m = comm_.windows().importPeer(handle);
   peerMaps_[key] = PeerMap{m, seq};

@@ -19,6 +19,7 @@
 #include "core/window.h"
 #include "exec/executor.h"
 #include "exec/node_gather.h"
+#include "exec/reaper.h"
 #include "exec/signal_space.h"
 #include "exec/staging.h"
 #include "plan/plan.h"
@@ -109,6 +110,7 @@ class CollectiveEngine {
     uint64_t lastUse;  // the last call that copies into it
   };
   std::map<std::string, PeerMap> peerMaps_;
+  Reaper reaper_;  // unmaps evicted peer mappings
 
   plan::Carry carry_;
   std::list<std::pair<std::string, std::shared_ptr<const plan::Plan>>> planCache_;  // LRU
