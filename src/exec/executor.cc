@@ -38,6 +38,10 @@ Executor::Executor(Comm& comm) : comm_(comm) {
 
 Executor::~Executor() {
   // Work still queued references buffers about to go away: drain what can drain.
+  drain();
+}
+
+void Executor::drain() {
   for (Stream* s : lanes_) {
     try { s->synchronize(); } catch (...) {}
   }

@@ -43,6 +43,9 @@ class Executor {
   // over the communicator's life: measured, for the bound RMACC_RELAY_BYTES.
   uint64_t relayHighWater() const { return relayHighWater_; }
 
+  // Waits until every lane and the join stream ran or failed all their work (errors are the
+  // calls' own to report: they are not thrown here).
+  void drain();
   // Completes a call that moves nothing (rejected or mismatched counts), in call order.
   void complete(volatile uint64_t* doneFlag, uint64_t doneValue);
 
