@@ -45,6 +45,7 @@ RunOptions options(double timeoutS = kTimeoutS) {
 // What the ranks of one run share: when the victim died (CLOCK_MONOTONIC seconds).
 struct Shared {
   std::atomic<double> killedAt;
+  std::atomic<int> ready;  // survivors about to enter the call
 };
 
 // An AlltoAll of `count` uint32 per peer on the synchronous NULL stream, with buffers on the
@@ -141,16 +142,17 @@ TEST_P(KilledPeer, EverySurvivorSeesItAtOnce) {
     std::vector<size_t> counts(n, perPeer), displs(n);
     for (int p = 0; p < n; ++p) displs[p] = p * perPeer;
     RMACC_ASSERT_OK(rmaccBarrier(comm.get(), nullptr));
+    if (me != kVictim) shared->ready.fetch_add(1);
     auto collectiveCall = [&] {
       if (phase == Phase::kBarrier) return rmaccBarrier(comm.get(), nullptr);
       return rmaccAlltoAllv(send.data(), counts.data(), displs.data(), recv.data(), counts.data(),
                             displs.data(), rmaccUint8, comm.get(), nullptr);
     };
     if (me == kVictim) {
-      if (phase == Phase::kAlltoAllv)
-        rmaccAlltoAllv(send.data(), counts.data(), displs.data(), recv.data(), counts.data(),
-                       displs.data(), rmaccUint8, comm.get(), comm.stream());
-      usleep(phase == Phase::kBarrier ? 300000 : 20000);  // the others are waiting by now
+      while (shared->ready.load() < n - 1) usleep(1000);  // their barrier returned
+      // The victim does not join: had it enqueued its part, a fast machine could finish the
+      // whole call before the kill (the campaign measures that mid-flight case).
+      usleep(200000);  // the others are waiting in the call by now
       shared->killedAt.store(nowS());
       raise(SIGKILL);
     }

@@ -314,9 +314,11 @@ std::string Comm::failCall(rmaccResult_t code, const std::string& text) {
   if (asyncError() == rmaccSuccess) {
     if (code == rmaccTimeout) msg += "; where the ranks are: " + describeRanks();
     poison(code, strprintf("rank %d: %s", rank_, msg.c_str()));
-  } else {
+  }
+  {
+    // Another failure may have come first (a peer's, while we asked where the ranks are).
     std::lock_guard<std::mutex> lock(errorMu_);
-    if (msg.find(asyncErrorText_) == std::string::npos)
+    if (asyncErrorText_.find(msg) == std::string::npos && msg.find(asyncErrorText_) == std::string::npos)
       msg += " (the communicator failed: " + asyncErrorText_ + ")";
   }
   // Nothing queued may touch the caller's memory once the call returned.

@@ -427,12 +427,14 @@ const char* phaseName(Phase p) {
   rmaccStream_t stream = nullptr;
   rmaccStreamCreate(comm, &stream);
   rmaccBarrier(comm, nullptr);
+  if (me != kVictim) gShared->entering.fetch_add(1);
   auto call = [&](rmaccStream_t s) {
     if (phase == Phase::kBarrier) return rmaccBarrier(comm, s);
     return rmaccAlltoAllv(send.data(), counts.data(), displs.data(), recv.data(), counts.data(),
                           displs.data(), rmaccUint8, comm, s);
   };
   if (me == kVictim) {
+    while (gShared->entering.load() < n - 1) usleep(1000);  // their barrier returned
     if (phase == Phase::kAlltoAllv) call(stream);
     usleep(phase == Phase::kBarrier ? 300000 : 50000);
     gShared->killedAt.store(nowS());

@@ -159,14 +159,6 @@ void HostStream::workerLoop() {
     }
     rmaccResult_t code = rmaccSuccess;
     std::string message;
-    // After an abort no op runs: the calls that queued them may already have returned, and
-    // their copies would read and write the callers' memory (as a CUDA stream, whose context
-    // is torn down, would not either).
-    if (!skip && backend_->aborted.load()) {
-      code = rmaccRemoteError;
-      message = "aborted (before this op ran)";
-      skip = true;
-    }
     if (!skip) {
       try {
         execute(op);
