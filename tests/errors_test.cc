@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -160,7 +161,14 @@ TEST_P(DeadPeer, SurvivorsGetAnErrorWithinTimeout) {
     RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), mem, 1 << 20, &win));
     RMACC_ASSERT_OK(rmaccBarrier(comm.get(), comm.stream()));
     RMACC_ASSERT_OK(comm.sync());
-    if (ctx.rank == n - 1) raise(SIGKILL);  // dies without a word
+    // The death is seen at once (issue #17): the victim waits until every survivor's barrier
+    // returned, or a survivor could see it before its own sync ended.
+    auto* synced = static_cast<std::atomic<int>*>(ctx.shared);
+    synced->fetch_add(1);
+    if (ctx.rank == n - 1) {
+      while (synced->load() < n) usleep(1000);
+      raise(SIGKILL);  // dies without a word
+    }
     auto t0 = std::chrono::steady_clock::now();
     rmaccResult_t r = rmaccSuccess;
     std::vector<char> data(1 << 16, 1);
@@ -197,7 +205,12 @@ TEST(DeadPeerLanding, SourceWaitingForCreditsGetsAnError) {
     RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), mem, bytes, &win));
     RMACC_ASSERT_OK(rmaccBarrier(comm.get(), comm.stream()));
     RMACC_ASSERT_OK(comm.sync());
-    if (ctx.rank == 1) raise(SIGKILL);
+    auto* synced = static_cast<std::atomic<int>*>(ctx.shared);  // see DeadPeer
+    synced->fetch_add(1);
+    if (ctx.rank == 1) {
+      while (synced->load() < 2) usleep(1000);
+      raise(SIGKILL);
+    }
     auto t0 = std::chrono::steady_clock::now();
     std::vector<char> data(bytes, 1);
     rmaccResult_t r = rmaccSuccess;

@@ -31,12 +31,29 @@ Comm& commOf(rmaccComm_t comm);
 // Same, and fails with the communicator's fatal error if it has one.
 Comm& healthyComm(rmaccComm_t comm);
 
+// Errors after which a communicator cannot go on: a peer or the network failed, or a wait ran
+// out (the ranks are then out of step). They poison it (Comm::failCall).
+inline bool fatalError(rmaccResult_t code) {
+  return code == rmaccTimeout || code == rmaccRemoteError || code == rmaccNetworkError;
+}
+
+// Numbers a collective call (Comm::beginCall) for as long as `body(seq)` runs.
+template <class F>
+void collective(Comm& c, const char* kind, F&& body) {
+  struct Leave {
+    Comm& c;
+    ~Leave() { c.endCall(); }
+  } leave{c};
+  body(c.beginCall(kind));
+}
+
 template <class F>
 rmaccResult_t guarded(rmaccComm_t comm, const char* what, F&& body) {
   auto record = [&](rmaccResult_t code, const std::string& text) {
     std::string msg = std::string(what) + ": " + text;
-    if (comm && comm->magic == rmaccComm::kMagic && comm->impl)
-      comm->impl->setLastError(msg);
+    const bool live = comm && comm->magic == rmaccComm::kMagic && comm->impl;
+    if (live && fatalError(code)) msg = std::string(what) + ": " + comm->impl->failCall(code, text);
+    if (live) comm->impl->setLastError(msg);
     threadLastError() = msg;
     if (code != rmaccInvalidArgument && code != rmaccInvalidUsage) WARN("%s", msg.c_str());
     return code;

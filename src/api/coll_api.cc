@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "api/api_guard.h"
+#include "core/window.h"
 #include "exec/collective.h"
 
 using namespace rmacc;
@@ -12,9 +13,9 @@ namespace {
 // Converts the caller's element counts to bytes and checks what one rank can check alone.
 // Returns the reason when the arguments are bad (the call then still joins the count exchange
 // so that the other ranks skip it too instead of waiting for this rank).
-std::string convert(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
-                    void* recvbuff, const size_t* recvcounts, const size_t* rdispls, size_t esize,
-                    int n, AlltoallvArgs& a) {
+std::string convert(const WindowRegistry& mem, const void* sendbuff, const size_t* sendcounts,
+                    const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                    const size_t* rdispls, size_t esize, int n, AlltoallvArgs& a) {
   if (esize == 0) return "unknown datatype";
   if (!sendcounts || !sdispls || !recvcounts || !rdispls)
     return "counts and displacement arrays must not be NULL";
@@ -25,8 +26,12 @@ std::string convert(const void* sendbuff, const size_t* sendcounts, const size_t
   const size_t limit = SIZE_MAX / esize / 2;
   std::vector<std::pair<uint64_t, uint64_t>> recvBlocks;
   for (int p = 0; p < n; ++p) {
-    if (sendcounts[p] > limit || sdispls[p] > limit || recvcounts[p] > limit || rdispls[p] > limit)
-      return strprintf("count or displacement for peer %d is too large", p);
+    const size_t* arrays[4] = {sendcounts, sdispls, recvcounts, rdispls};
+    const char* names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+    for (int k = 0; k < 4; ++k)
+      if (arrays[k][p] > limit)
+        return strprintf("%s[%d] = %zu elements of %zu bytes is too large (at most %zu: larger "
+                         "sizes overflow the address space)", names[k], p, arrays[k][p], esize, limit);
     a.sendBytes[p] = sendcounts[p] * esize;
     a.sendOffset[p] = sdispls[p] * esize;
     a.recvBytes[p] = recvcounts[p] * esize;
@@ -34,6 +39,15 @@ std::string convert(const void* sendbuff, const size_t* sendcounts, const size_t
     if (a.sendBytes[p] && !sendbuff) return strprintf("sendbuff is NULL with sendcounts[%d] > 0", p);
     if (a.recvBytes[p] && !recvbuff) return strprintf("recvbuff is NULL with recvcounts[%d] > 0", p);
     if (a.recvBytes[p]) recvBlocks.push_back({a.recvOffset[p], a.recvBytes[p]});
+    // A block running past an rmaccMemAlloc buffer would read or write the next mapping.
+    if (uint64_t past = a.sendBytes[p] ? mem.overrun((const char*)sendbuff + a.sendOffset[p], a.sendBytes[p]) : 0)
+      return strprintf("send block to rank %d (%zu elements at displacement %zu) runs %llu bytes past "
+                       "the end of sendbuff's rmaccMemAlloc buffer", p, sendcounts[p], sdispls[p],
+                       (unsigned long long)past);
+    if (uint64_t past = a.recvBytes[p] ? mem.overrun((char*)recvbuff + a.recvOffset[p], a.recvBytes[p]) : 0)
+      return strprintf("receive block from rank %d (%zu elements at displacement %zu) runs %llu bytes "
+                       "past the end of recvbuff's rmaccMemAlloc buffer", p, recvcounts[p], rdispls[p],
+                       (unsigned long long)past);
   }
   // Overlapping receive blocks would make the result depend on arrival order.
   std::sort(recvBlocks.begin(), recvBlocks.end());
@@ -43,14 +57,18 @@ std::string convert(const void* sendbuff, const size_t* sendcounts, const size_t
   return "";
 }
 
+// `rejected`: the caller already found the arguments bad (the reason); the call still joins.
 void alltoallv(Comm& c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
                void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
-               rmaccDataType_t datatype, rmaccStream_t stream) {
+               rmaccDataType_t datatype, rmaccStream_t stream, uint64_t callSeq,
+               std::string rejected = "") {
   AlltoallvArgs a;
   a.sendbuff = sendbuff;
   a.recvbuff = recvbuff;
-  a.rejected = convert(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
-                       rmaccTypeSize(datatype), c.nRanks(), a);
+  a.callSeq = callSeq;
+  a.rejected = !rejected.empty() ? rejected
+                                 : convert(c.windows(), sendbuff, sendcounts, sdispls, recvbuff,
+                                           recvcounts, rdispls, rmaccTypeSize(datatype), c.nRanks(), a);
   Stream* s = nullptr;
   if (a.rejected.empty()) {
     try {
@@ -80,7 +98,9 @@ RMACC_API rmaccResult_t rmaccAlltoAllv(const void* sendbuff, const size_t sendco
                                        rmaccStream_t stream) {
   return guarded(comm, "rmaccAlltoAllv", [&] {
     Comm& c = healthyComm(comm);
-    alltoallv(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, stream);
+    collective(c, "rmaccAlltoAllv", [&](uint64_t seq) {
+      alltoallv(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, stream, seq);
+    });
   });
 }
 
@@ -90,12 +110,17 @@ RMACC_API rmaccResult_t rmaccAlltoAll(const void* sendbuff, void* recvbuff, size
   return guarded(comm, "rmaccAlltoAll", [&] {
     Comm& c = healthyComm(comm);
     const int n = c.nRanks();
+    const size_t esize = rmaccTypeSize(datatype);
+    std::string rejected;
+    // The buffers hold n blocks of count elements: say so when that many bytes cannot exist.
+    if (esize && count > SIZE_MAX / esize / (size_t)n)
+      rejected = strprintf("count %zu x %d ranks x %zu-byte elements overflows the address space "
+                           "(sendbuff and recvbuff must hold count x nranks elements)", count, n, esize);
     std::vector<size_t> counts(n, count), displs(n);
-    for (int p = 0; p < n; ++p) displs[p] = (size_t)p * count;
-    if (count > SIZE_MAX / (n ? n : 1)) {
-      counts.clear();  // rejected below, still joining the exchange
-    }
-    alltoallv(c, sendbuff, counts.empty() ? nullptr : counts.data(), displs.data(), recvbuff,
-              counts.empty() ? nullptr : counts.data(), displs.data(), datatype, stream);
+    for (int p = 0; p < n && rejected.empty(); ++p) displs[p] = (size_t)p * count;
+    collective(c, "rmaccAlltoAll", [&](uint64_t seq) {
+      alltoallv(c, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(), displs.data(),
+                datatype, stream, seq, rejected);
+    });
   });
 }

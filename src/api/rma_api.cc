@@ -74,16 +74,20 @@ RMACC_API rmaccResult_t rmaccCommWindowRegister(rmaccComm_t comm, void* buff, si
                                                 rmaccWindow_t* win) {
   return guarded(comm, "rmaccCommWindowRegister", [&] {
     Comm& c = healthyComm(comm);
-    RMACC_ARG_CHECK(win, "win is NULL");
-    *win = nullptr;
-    *win = c.windows().registerWindow(buff, size);
+    if (win) *win = nullptr;
+    collective(c, "rmaccCommWindowRegister", [&](uint64_t seq) {
+      // Even without a place to return the window, the call joins (and fails everywhere).
+      Window* w = c.windows().registerWindow(buff, size, seq, win ? "" : "win is NULL");
+      *win = w;
+    });
   });
 }
 
 RMACC_API rmaccResult_t rmaccCommWindowDeregister(rmaccComm_t comm, rmaccWindow_t win) {
   return guarded(comm, "rmaccCommWindowDeregister", [&] {
-    Comm& c = commOf(comm);
-    c.windows().deregisterWindow(&c.windows().get(win));
+    Comm& c = healthyComm(comm);
+    collective(c, "rmaccCommWindowDeregister",
+               [&](uint64_t seq) { c.windows().deregisterWindow(win, seq); });
   });
 }
 
@@ -101,6 +105,9 @@ RMACC_API rmaccResult_t rmaccPutSignal(const void* localbuff, size_t count, rmac
     RMACC_ARG_CHECK(count <= SIZE_MAX / esize, "count %zu overflows", count);
     size_t bytes = count * esize;
     RMACC_ARG_CHECK(localbuff || bytes == 0, "localbuff is NULL with count %zu", count);
+    uint64_t past = bytes ? c.windows().overrun(localbuff, bytes) : 0;
+    RMACC_ARG_CHECK(past == 0, "%zu bytes at localbuff %p run %llu bytes past the end of its "
+                    "rmaccMemAlloc buffer", bytes, localbuff, (unsigned long long)past);
     Window& w = c.windows().get(peerWin);
     const PeerTarget& t = w.peers[peer];
     RMACC_ARG_CHECK(peerWinOffset <= t.size && bytes <= t.size - peerWinOffset,
@@ -145,6 +152,17 @@ RMACC_API rmaccResult_t rmaccWaitSignal(int nDesc, const rmaccWaitSignalDesc_t* 
 RMACC_API rmaccResult_t rmaccBarrier(rmaccComm_t comm, rmaccStream_t stream) {
   return guarded(comm, "rmaccBarrier", [&] {
     Comm& c = healthyComm(comm);
-    onStream(c, stream, [&](Stream& s) { c.rma().barrier(s, kCtxBarrier); });
+    collective(c, "rmaccBarrier", [&](uint64_t seq) {
+      // A barrier has no exchange to carry a local error to the peers: a rank that cannot join
+      // poisons the communicator instead, so the peers fail now rather than at the timeout.
+      try {
+        c.streamOf(stream);
+      } catch (const Error& e) {
+        c.poison(rmaccInvalidUsage, strprintf("rank %d could not join rmaccBarrier (call #%llu): %s",
+                                              c.rank(), (unsigned long long)seq, e.what()));
+        throw;
+      }
+      onStream(c, stream, [&](Stream& s) { c.rma().barrier(s, kCtxBarrier); });
+    });
   });
 }

@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "rmacc.h"
@@ -41,8 +43,35 @@ class Bootstrap {
   // (peer, tag) arrive in the order they were sent. Both are safe to call from several threads.
   virtual void send(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
   virtual std::vector<char> recv(int peer, uint32_t tag) = 0;
-  // Makes every blocked and later call throw rmaccRemoteError ("aborted").
+  // Makes every blocked and later call throw rmaccRemoteError ("aborted"), and tells every
+  // peer why (`reason`, best effort) before the connections go down.
   virtual void abort() = 0;
+  virtual void abort(const std::string& reason) {
+    (void)reason;
+    abort();
+  }
+
+  // Fault notification (DESIGN.md §4: a dead peer becomes an error on every survivor within a
+  // second). `fn` runs on the control plane's own thread, once per peer, when a peer is lost:
+  // its connection closed without a goodbye, it aborted (with its reason), or its process
+  // (watched with watchProcess) exited. Pass nullptr to stop notifications; the call waits for
+  // a notification in progress.
+  using PeerLostFn = std::function<void(int peer, const std::string& why)>;
+  virtual void setPeerLostHandler(PeerLostFn fn) { (void)fn; }
+  // Watches a peer's process through a pidfd (ranks of the same node); takes the fd.
+  virtual void watchProcess(int peer, int pidfd) { (void)peer, (void)pidfd; }
+  // Tells every peer that this rank leaves on purpose: its connections closing later is not a
+  // fault (rmaccCommDestroy).
+  virtual void leave() {}
+  // What this rank is doing, answered by the control plane's thread to peers' statusOfPeers
+  // (for error messages: "rank 2 is in call #7 (rmaccBarrier)").
+  virtual void setStatusProvider(std::function<std::string()> fn) { (void)fn; }
+  // Asks every peer for its status; waits at most waitS. Entry r: rank r's answer, or why
+  // none came.
+  virtual std::vector<std::string> statusOfPeers(double waitS) {
+    (void)waitS;
+    return {};
+  }
 };
 
 // Fills a fresh id: starts the root listener thread of this process that ranks rendezvous with

@@ -53,9 +53,11 @@ class Root {
       bool complete = acceptHellos(
           listener_, sizeof(RootHello), deadline_,
           [this](Socket s, const char* hello) { onHello(std::move(s), hello); },
-          [this] { return nRanks_ > 0 && arrived_ == nRanks_; });
+          [this] { return failed_ || (nRanks_ > 0 && arrived_ == nRanks_); });
       listener_.reset();  // refuse every later connection at once
-      if (complete)
+      if (failed_)
+        rejectAll();
+      else if (complete)
         sendTable();
       else
         giveUp();
@@ -94,11 +96,20 @@ class Root {
   }
 
   // A rank that holds the secret but does not fit: tell it, so it fails at once and clearly.
+  // The ranks that did fit cannot form the communicator either (one of theirs is missing or
+  // confused): the rendezvous fails for every rank now, not at the timeout.
   void reject(Socket sock, const RootHello& h, const char* why) {
     WARN("bootstrap root: rejected rank %u of %u: %s (root expects %u ranks)", h.rank, h.nRanks,
          why, nRanks_);
     RootReply reply{RootReply::kRejected, nRanks_, arrived_, 0};
     (void)sock.sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
+    failed_ = true;
+  }
+
+  void rejectAll() {
+    RootReply reply{RootReply::kRejected, nRanks_, arrived_, 0};
+    for (uint32_t r = nRanks_; r-- > 0;)  // rank 0 last: see giveUp
+      if (ranks_[r].valid()) (void)ranks_[r].sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
   }
 
   void sendTable() {
@@ -140,6 +151,7 @@ class Root {
   Deadline deadline_;
   uint32_t nRanks_ = 0;  // fixed by the first rank that presents the secret
   uint32_t arrived_ = 0;
+  bool failed_ = false;  // a rank holding the secret was rejected: every rank fails
   std::vector<Socket> ranks_;   // by rank: the connection to answer on
   std::vector<WireAddr> table_;  // by rank: its listener
 };

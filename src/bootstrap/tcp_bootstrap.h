@@ -47,6 +47,12 @@ class TcpBootstrap final : public Bootstrap {
   void send(int peer, uint32_t tag, const void* data, size_t bytes) override;
   std::vector<char> recv(int peer, uint32_t tag) override;
   void abort() override;
+  void abort(const std::string& reason) override;
+  void setPeerLostHandler(PeerLostFn fn) override;
+  void watchProcess(int peer, int pidfd) override;
+  void leave() override;
+  void setStatusProvider(std::function<std::string()> fn) override;
+  std::vector<std::string> statusOfPeers(double waitS) override;
 
  private:
   struct Peer {
@@ -62,6 +68,10 @@ class TcpBootstrap final : public Bootstrap {
     // Guarded by mu_.
     std::unordered_map<uint32_t, std::deque<std::vector<char>>> queues;
     std::string closedWhy;
+    std::atomic<bool> left{false};  // said goodbye: a later close is not a fault
+    std::string abortReason;        // guarded by mu_: what the peer said when it aborted
+    std::atomic<int> pidfd{-1};     // owned; readable once the peer's process exited
+    std::atomic<bool> lostReported{false};
   };
   struct Frame {
     uint32_t tag;
@@ -86,6 +96,10 @@ class TcpBootstrap final : public Bootstrap {
   void parse(Peer& p, const char* data, size_t bytes, std::vector<Frame>& done);
   void deliver(int peer, std::vector<Frame>& frames);
   void markClosed(int peer, const std::string& why);
+  // Control frames the reader handles itself (goodbye, abort reason, status); true if taken.
+  bool control(int peer, Frame& f);
+  void peerLost(int peer, const std::string& why);
+  void sendToAll(uint32_t tag, const std::string& text, double waitS);
   void sendTagged(int peer, uint32_t tag, const void* data, size_t bytes);
   // Waits for one message with `tag` from each of `peers`, handing each to `take` as it comes.
   void collect(std::vector<int> peers, uint32_t tag, const Taker& take);
@@ -105,8 +119,13 @@ class TcpBootstrap final : public Bootstrap {
   std::condition_variable cv_;  // any message filed, any peer closed, abort
   std::atomic<bool> aborted_{false};
 
-  Socket wake_;  // an eventfd that stops the reader thread
+  Socket wake_;  // an eventfd that stops the reader thread or makes it rebuild its poll set
   std::atomic<bool> stop_{false};
+  std::atomic<bool> rebuild_{false};
+  std::mutex handlerMu_;  // held while a handler runs, so clearing one waits for it
+  PeerLostFn lostFn_;
+  std::function<std::string()> statusFn_;
+  std::mutex statusMu_;  // one statusOfPeers at a time
   std::thread reader_;
 };
 

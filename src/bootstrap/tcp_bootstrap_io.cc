@@ -23,7 +23,14 @@ constexpr size_t kStageBytes = 64 << 10;
 constexpr int kReadsPerTurn = 16;
 // A frame larger than this is a corrupt stream, not a control message.
 constexpr uint64_t kMaxFrameBytes = 1ull << 34;
-constexpr uint32_t kCollTagMask = kBootstrapReservedTagBit - 1;
+// Collective tags count in the low 30 bits; the tags with bit 30 set are control frames the
+// reader thread handles itself.
+constexpr uint32_t kCollTagMask = (1u << 30) - 1;
+constexpr uint32_t kControlTag = kBootstrapReservedTagBit | (1u << 30);
+constexpr uint32_t kGoodbyeTag = kControlTag | 1;    // the sender leaves on purpose
+constexpr uint32_t kAbortTag = kControlTag | 2;      // the sender aborts; payload: why
+constexpr uint32_t kStatusAskTag = kControlTag | 3;  // "what are you doing?"
+constexpr uint32_t kStatusTag = kControlTag | 4;     // the answer (text)
 
 }  // namespace
 
@@ -34,6 +41,8 @@ TcpBootstrap::~TcpBootstrap() {
   while (::write(wake_.fd(), &one, sizeof(one)) < 0 && errno == EINTR) {
   }
   reader_.join();
+  for (auto& p : peers_)
+    if (p && p->pidfd.load() >= 0) ::close(p->pidfd.load());
 }
 
 // --- the reader thread
@@ -54,20 +63,40 @@ void TcpBootstrap::readerLoop() {
     while (!stop_.load()) {
       if (rebuild) {
         // Closed peers leave the set: a hung-up socket would otherwise poll ready forever.
+        // owner: the peer of a connection, or -2 - peer for the peer's pidfd.
         fds.assign(1, pollfd{wake_.fd(), POLLIN, 0});
         owner.assign(1, -1);
         for (int p : others_) {
           if (peers_[p]->closed.load()) continue;
           fds.push_back(pollfd{peers_[p]->sock.fd(), POLLIN, 0});
           owner.push_back(p);
+          if (peers_[p]->pidfd.load() < 0) continue;
+          fds.push_back(pollfd{peers_[p]->pidfd.load(), POLLIN, 0});
+          owner.push_back(-2 - p);
         }
         rebuild = false;
       }
       int rc = poll(fds.data(), fds.size(), -1);  // idle: sleep until traffic or stop
       if (rc < 0 && errno == EINTR) continue;
       RMACC_SYSCHECK(rc, "poll");
-      for (size_t i = 1; i < fds.size(); ++i)
-        if (fds[i].revents && !readPeer(owner[i], stage)) rebuild = true;
+      if (fds[0].revents) {
+        uint64_t v;
+        while (::read(wake_.fd(), &v, sizeof(v)) > 0) {
+        }
+        if (rebuild_.exchange(false)) rebuild = true;
+      }
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (!fds[i].revents) continue;
+        if (owner[i] >= 0) {
+          if (!readPeer(owner[i], stage)) rebuild = true;
+          continue;
+        }
+        // A peer's process exited: what it sent before is still read first.
+        const int p = -2 - owner[i];
+        if (!peers_[p]->closed.load()) readPeer(p, stage);
+        markClosed(p, strprintf("rank %d's process exited (seen by its pidfd)", p));
+        rebuild = true;
+      }
     }
   } catch (const std::exception& e) {
     // The reader cannot throw at anyone: every waiter learns of it through its peer's state.
@@ -143,22 +172,66 @@ void TcpBootstrap::parse(Peer& p, const char* data, size_t bytes, std::vector<Fr
 
 void TcpBootstrap::deliver(int peer, std::vector<Frame>& frames) {
   if (frames.empty()) return;
-  {
+  bool any = false;
+  for (Frame& f : frames) {
+    if (control(peer, f)) continue;
     std::lock_guard<std::mutex> lock(mu_);
-    for (Frame& f : frames) peers_[peer]->queues[f.tag].push_back(std::move(f.payload));
+    peers_[peer]->queues[f.tag].push_back(std::move(f.payload));
+    any = true;
   }
-  cv_.notify_all();
+  if (any) cv_.notify_all();
+}
+
+bool TcpBootstrap::control(int peer, Frame& f) {
+  Peer& p = *peers_[peer];
+  if (f.tag == kGoodbyeTag) {
+    p.left.store(true);
+    return true;
+  }
+  if (f.tag == kAbortTag) {
+    std::string why(f.payload.begin(), f.payload.end());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      p.abortReason = why;
+    }
+    peerLost(peer, strprintf("rank %d aborted: %s", peer, why.c_str()));
+    return true;
+  }
+  if (f.tag == kStatusAskTag) {
+    std::string status;
+    {
+      std::lock_guard<std::mutex> lock(handlerMu_);
+      status = statusFn_ ? statusFn_() : "no status";
+    }
+    try {
+      sendTagged(peer, kStatusTag, status.data(), status.size());
+    } catch (const std::exception&) {
+      // The asker went away: nobody to answer.
+    }
+    return true;
+  }
+  return false;
 }
 
 void TcpBootstrap::markClosed(int peer, const std::string& why) {
+  std::string text = why;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (peers_[peer]->closed.load()) return;
-    peers_[peer]->closedWhy = why;
+    if (!peers_[peer]->abortReason.empty())
+      text = strprintf("rank %d aborted: %s", peer, peers_[peer]->abortReason.c_str());
+    peers_[peer]->closedWhy = text;
     peers_[peer]->closed.store(true);
   }
   cv_.notify_all();
-  INFO(kSubsysBoot, "bootstrap: rank %d: %s", rank_, why.c_str());
+  INFO(kSubsysBoot, "bootstrap: rank %d: %s", rank_, text.c_str());
+  if (!peers_[peer]->left.load()) peerLost(peer, text);
+}
+
+void TcpBootstrap::peerLost(int peer, const std::string& why) {
+  if (aborted_.load() || stop_.load() || peers_[peer]->lostReported.exchange(true)) return;
+  std::lock_guard<std::mutex> lock(handlerMu_);
+  if (lostFn_ && !aborted_.load()) lostFn_(peer, why);
 }
 
 // --- point to point
@@ -258,6 +331,89 @@ void TcpBootstrap::collect(std::vector<int> peers, uint32_t tag, const Taker& ta
     for (auto& [p, m] : ready) take(p, m);
     ready.clear();
   }
+}
+
+void TcpBootstrap::abort(const std::string& reason) {
+  if (!aborted_.load()) sendToAll(kAbortTag, reason, 0.2);
+  abort();
+}
+
+void TcpBootstrap::sendToAll(uint32_t tag, const std::string& text, double waitS) {
+  FrameHeader h{tag, 0, text.size()};
+  for (int peer : others_) {
+    Peer& p = *peers_[peer];
+    if (p.closed.load()) continue;
+    // Best effort: a sender stuck on a full connection keeps its lock; skip that peer (it
+    // learns from the connection closing instead).
+    std::unique_lock<std::mutex> lock(p.sendMu, std::try_to_lock);
+    if (!lock.owns_lock()) continue;
+    (void)p.sock.sendAll2(&h, sizeof(h), text.data(), text.size(), deadlineAfter(waitS));
+  }
+}
+
+void TcpBootstrap::leave() {
+  if (!aborted_.load()) sendToAll(kGoodbyeTag, "", 1.0);
+}
+
+void TcpBootstrap::setPeerLostHandler(PeerLostFn fn) {
+  std::lock_guard<std::mutex> lock(handlerMu_);
+  lostFn_ = std::move(fn);
+}
+
+void TcpBootstrap::setStatusProvider(std::function<std::string()> fn) {
+  std::lock_guard<std::mutex> lock(handlerMu_);
+  statusFn_ = std::move(fn);
+}
+
+void TcpBootstrap::watchProcess(int peer, int pidfd) {
+  if (peer < 0 || peer >= nRanks_ || peer == rank_ || pidfd < 0) {
+    if (pidfd >= 0) ::close(pidfd);
+    return;
+  }
+  int old = peers_[peer]->pidfd.exchange(pidfd);
+  if (old >= 0) ::close(old);
+  rebuild_.store(true);
+  uint64_t one = 1;
+  while (::write(wake_.fd(), &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+}
+
+std::vector<std::string> TcpBootstrap::statusOfPeers(double waitS) {
+  std::lock_guard<std::mutex> serial(statusMu_);
+  std::vector<std::string> out(nRanks_);
+  {
+    std::lock_guard<std::mutex> lock(handlerMu_);
+    out[rank_] = statusFn_ ? statusFn_() : "no status";
+  }
+  std::vector<int> asked;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int p : others_) peers_[p]->queues.erase(kStatusTag);  // answers to an earlier ask
+  }
+  for (int p : others_) {
+    try {
+      sendTagged(p, kStatusAskTag, nullptr, 0);
+      asked.push_back(p);
+    } catch (const std::exception& e) {
+      out[p] = strprintf("not asked (%s)", e.what());
+    }
+  }
+  Deadline deadline = deadlineAfter(waitS);
+  std::vector<std::pair<int, std::vector<char>>> ready;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!asked.empty()) {
+    takeArrived(asked, kStatusTag, ready);
+    for (size_t i = asked.size(); i-- > 0;) {
+      if (!peers_[asked[i]]->closed.load()) continue;
+      out[asked[i]] = "gone (" + peers_[asked[i]]->closedWhy + ")";
+      asked.erase(asked.begin() + (ptrdiff_t)i);
+    }
+    if (asked.empty() || cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+  }
+  takeArrived(asked, kStatusTag, ready);
+  for (auto& [p, m] : ready) out[p].assign(m.begin(), m.end());
+  for (int p : asked) out[p] = strprintf("no answer within %.1f s", waitS);
+  return out;
 }
 
 void TcpBootstrap::abort() {

@@ -1,9 +1,14 @@
 #include "core/comm.h"
 
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <functional>
+
+#include "backend/peer_fd.h"
 
 #include "core/error.h"
 #include "core/log.h"
@@ -40,6 +45,24 @@ std::string localHostname(const Config& cfg) {
 
 }  // namespace
 
+// Enough to tell whether a peer's pid names a process this rank can watch: the same kernel
+// (boot id) and the same pid namespace.
+struct ProcessRecord {
+  int64_t pid;
+  uint64_t pidNamespace;
+  uint64_t bootId;
+
+  static ProcessRecord mine() {
+    ProcessRecord r{getpid(), 0, 0};
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) == 0) r.pidNamespace = st.st_ino;
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    if (f >> id) r.bootId = std::hash<std::string>()(id);
+    return r;
+  }
+};
+
 std::unique_ptr<Comm> Comm::create(int nRanks, const rmaccUniqueId& id, int rank) {
   RMACC_ARG_CHECK(nRanks > 0 && nRanks <= kMaxRanks, "nranks %d outside [1, %d]", nRanks, kMaxRanks);
   RMACC_ARG_CHECK(rank >= 0 && rank < nRanks, "rank %d outside [0, %d)", rank, nRanks);
@@ -63,6 +86,9 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   for (int r = 0; r < nRanks; ++r) names[r].assign(hosts[r].bytes, hosts[r].size);
   topo_ = Topology::fromHostnames(names);
   INFO(kSubsysInit, "topology: %s", topo_.describe().c_str());
+  std::vector<ProcessRecord> procs(nRanks);
+  procs[rank] = ProcessRecord::mine();
+  bootstrap_->allGather(procs.data(), sizeof(ProcessRecord));
 
   if (!cfg_.traceFile.empty()) trace_ = std::make_unique<TraceWriter>(cfg_.traceFile, rank);
   backend_ = createBackend(cfg_.timeoutS);
@@ -93,7 +119,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     proxy_->setErrorHandler([this](rmaccResult_t code, const std::string& text) {
       setAsyncError(code, "network: " + text);
       backend_->abort();
-      bootstrap_->abort();
+      bootstrap_->abort("network: " + text);
     });
     signalPad_ = backend_->allocateNicVisible(64);
     signalPadMr_ = proxy_->registerMemory(signalPad_->ptr(), signalPad_->size());
@@ -107,12 +133,25 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   rma_ = std::make_unique<RmaEngine>(*this);
   coll_ = std::make_unique<CollectiveEngine>(*this);
   bootstrap_->barrier();
+  // From here on a lost peer fails this communicator at once (DESIGN.md §4).
+  bootstrap_->setStatusProvider([this] { return callStatus(); });
+  bootstrap_->setPeerLostHandler([this](int peer, const std::string& why) {
+    (void)peer;
+    poison(rmaccRemoteError, why);
+  });
+  watchLocalPeers(procs);
   INFO(kSubsysInit, "rank %d of %d ready: backend %s, node %d of %d, local rank %d of %d", rank,
        nRanks, backend_->name(), topo_.nodeOf(rank), topo_.nNodes(), topo_.localRankOf(rank),
        topo_.localSize());
 }
 
 Comm::~Comm() {
+  // Leaving on purpose: peers must not take this rank's connections closing for a fault. No
+  // fault handling from here on either: the handler would touch what is being torn down.
+  if (bootstrap_) {
+    bootstrap_->leave();
+    bootstrap_->setPeerLostHandler(nullptr);
+  }
   // Components go in the reverse order of their dependencies: the progress thread and the
   // executor's streams first, the transport last.
   coll_.reset();
@@ -253,8 +292,75 @@ void Comm::checkHealthy() const {
   throw Error(e, "communicator failed earlier: " + asyncErrorText_);
 }
 
+// The processes of this node's ranks are watched through pidfds: a rank killed while its
+// connections stay open (a forked child holds them) is still seen at once.
+void Comm::watchLocalPeers(const std::vector<ProcessRecord>& procs) {
+  const ProcessRecord me = procs[rank_];
+  for (int r = 0; r < nRanks_; ++r) {
+    if (r == rank_ || !topo_.sameNode(r, rank_)) continue;
+    if (procs[r].bootId != me.bootId || procs[r].pidNamespace != me.pidNamespace) continue;
+    int fd = openPidfd((int)procs[r].pid);
+    if (fd >= 0) bootstrap_->watchProcess(r, fd);
+  }
+}
+
+void Comm::poison(rmaccResult_t code, const std::string& text) {
+  setAsyncError(code, text);
+  abort();
+}
+
+std::string Comm::failCall(rmaccResult_t code, const std::string& text) {
+  std::string msg = text;
+  if (asyncError() == rmaccSuccess) {
+    if (code == rmaccTimeout) msg += "; where the ranks are: " + describeRanks();
+    poison(code, strprintf("rank %d: %s", rank_, msg.c_str()));
+  }
+  {
+    // Another failure may have come first (a peer's, while we asked where the ranks are).
+    std::lock_guard<std::mutex> lock(errorMu_);
+    if (asyncErrorText_.find(msg) == std::string::npos && msg.find(asyncErrorText_) == std::string::npos)
+      msg += " (the communicator failed: " + asyncErrorText_ + ")";
+  }
+  // Nothing queued may touch the caller's memory once the call returned.
+  if (coll_) coll_->quiesce();
+  if (proxy_) proxy_->flush();
+  return msg;
+}
+
+uint64_t Comm::beginCall(const char* kind) {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  callKind_ = kind;
+  inCall_ = true;
+  return ++callSeq_;
+}
+
+void Comm::endCall() {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  inCall_ = false;
+}
+
+std::string Comm::callStatus() const {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  if (callSeq_ == 0) return "no collective call yet";
+  return strprintf("%s call #%llu (%s)", inCall_ ? "in" : "idle after",
+                   (unsigned long long)callSeq_, callKind_);
+}
+
+std::string Comm::describeRanks() {
+  std::vector<std::string> all = bootstrap_->statusOfPeers(1.0);
+  std::string s;
+  for (size_t r = 0; r < all.size(); ++r)
+    s += strprintf("%srank %zu %s", r ? "; " : "", r, all[r].c_str());
+  return s;
+}
+
 void Comm::abort() {
-  if (bootstrap_) bootstrap_->abort();
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(errorMu_);
+    reason = asyncErrorText_.empty() ? "aborted" : asyncErrorText_;
+  }
+  if (bootstrap_) bootstrap_->abort(reason);
   if (coll_) coll_->abort();
   if (proxy_) proxy_->abort();
   if (backend_) backend_->abort();

@@ -23,6 +23,7 @@ class WindowRegistry;
 class RmaEngine;
 class CollectiveEngine;
 class TraceWriter;
+struct ProcessRecord;  // who a rank's process is (comm.cc)
 
 class Comm {
  public:
@@ -71,6 +72,23 @@ class Comm {
   // Throws the async error, if any, so that calls on a broken communicator fail fast.
   void checkHealthy() const;
   void abort();
+  // The communicator cannot go on (a peer died, a collective timed out or ran out of step):
+  // records the first cause as the async error, releases every wait, and tells every peer
+  // (their bootstraps see this rank abort with `text`), so each fails within a second.
+  void poison(rmaccResult_t code, const std::string& text);
+  // After a fatal error in a call: poisons the communicator (for a timeout, naming where every
+  // rank is), then waits until no queued work can still touch the caller's memory. Returns
+  // the text the call reports. Only on a user's thread.
+  std::string failCall(rmaccResult_t code, const std::string& text);
+
+  // Collective calls are numbered alike on every rank (1, 2, ...); the number and the kind
+  // travel with the call's control messages so that ranks out of step are told apart.
+  uint64_t beginCall(const char* kind);
+  void endCall();
+  // "in call #7 (rmaccBarrier)", or "idle after call #7 (rmaccBarrier)".
+  std::string callStatus() const;
+  // Every rank's callStatus, asked over the control plane (waits at most a second).
+  std::string describeRanks();
 
  private:
   bool eagerProxyPoll() const;  // RMACC_PROXY_POLL, `auto` resolved from the cores we may use
@@ -103,6 +121,10 @@ class Comm {
   std::string lastError_;
   std::atomic<int> asyncError_{rmaccSuccess};
   std::string asyncErrorText_;
+  void watchLocalPeers(const std::vector<ProcessRecord>& procs);
+  uint64_t callSeq_ = 0;                // guarded by errorMu_, as are the two below
+  const char* callKind_ = "none";
+  bool inCall_ = false;
 };
 
 }  // namespace rmacc

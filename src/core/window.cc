@@ -11,8 +11,43 @@ namespace rmacc {
 
 namespace {
 
+// Opens every rank's record of a collective window call: ranks out of step (another call, or
+// another kind of call) are told apart from ranks that rejected their arguments.
+struct CallStamp {
+  uint64_t seq;
+  uint32_t kind;      // 1: register, 2: deregister
+  uint32_t rejected;  // this rank's arguments were bad: every rank fails the call
+};
+
+const char* kindName(uint32_t kind) {
+  return kind == 1 ? "rmaccCommWindowRegister" : kind == 2 ? "rmaccCommWindowDeregister" : "?";
+}
+
+// Throws when the stamps disagree (after poisoning: the calls are out of step for good) or
+// when a rank rejected its arguments (mine: rmaccInvalidArgument with `reason`).
+void checkStamps(Comm& comm, const char* records, size_t stride, const std::string& reason) {
+  const int n = comm.nRanks(), me = comm.rank();
+  const CallStamp& mine = *reinterpret_cast<const CallStamp*>(records + stride * me);
+  for (int r = 0; r < n; ++r) {
+    const CallStamp& s = *reinterpret_cast<const CallStamp*>(records + stride * r);
+    if (s.seq == mine.seq && s.kind == mine.kind) continue;
+    std::string text = strprintf(
+        "collective calls out of step: rank %d is in call #%llu (%s), rank %d in call #%llu (%s)",
+        r, (unsigned long long)s.seq, kindName(s.kind), me, (unsigned long long)mine.seq,
+        kindName(mine.kind));
+    comm.poison(rmaccInvalidUsage, text);
+    RMACC_THROW(rmaccInvalidUsage, "%s", text.c_str());
+  }
+  if (mine.rejected) RMACC_THROW(rmaccInvalidArgument, "%s", reason.c_str());
+  for (int r = 0; r < n; ++r)
+    if (reinterpret_cast<const CallStamp*>(records + stride * r)->rejected)
+      RMACC_THROW(rmaccInvalidUsage, "rank %d rejected its arguments of %s (call #%llu)", r,
+                  kindName(mine.kind), (unsigned long long)mine.seq);
+}
+
 // What each rank contributes when a window is registered.
 struct WindowRecord {
+  CallStamp stamp;
   uint64_t size;
   uint64_t allocOffset;  // offset of the window in its exportable allocation
   uint8_t exportable;    // the node's other ranks can map it
@@ -54,9 +89,22 @@ const Allocation* WindowRegistry::find(const void* ptr, size_t bytes, size_t* of
   if (it == allocs_.begin()) return nullptr;
   --it;
   const Allocation& a = *it->second;
-  if (p < it->first || p + bytes > it->first + a.size()) return nullptr;
+  // In offsets: p + bytes may wrap around for a huge size.
+  if (p < it->first || (size_t)(p - it->first) > a.size() || bytes > a.size() - (size_t)(p - it->first))
+    return nullptr;
   if (offset) *offset = (size_t)(p - it->first);
   return &a;
+}
+
+uint64_t WindowRegistry::overrun(const void* ptr, uint64_t bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const char* p = static_cast<const char*>(ptr);
+  auto it = allocs_.upper_bound(p);
+  if (it == allocs_.begin()) return 0;
+  --it;
+  const uint64_t offset = (uint64_t)(p - it->first), size = it->second->size();
+  if (offset >= size) return 0;  // not in this buffer
+  return bytes > size - offset ? bytes - (size - offset) : 0;
 }
 
 std::shared_ptr<Mapping> WindowRegistry::importPeer(const ExportHandle& handle) {
@@ -84,8 +132,8 @@ RemoteRegion WindowRegistry::registerRemote(void* ptr, size_t bytes, uint64_t* o
   return it->second->remote();
 }
 
-Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
-  RMACC_ARG_CHECK(buff != nullptr || bytes == 0, "window of %zu bytes at NULL", bytes);
+Window* WindowRegistry::registerWindow(void* buff, size_t bytes, uint64_t callSeq,
+                                       const std::string& rejected) {
   const Topology& topo = comm_.topo();
   const int n = comm_.nRanks(), me = comm_.rank();
   auto win = std::make_unique<Window>();
@@ -104,7 +152,18 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
     rec.handle = HandleRecord::from(a->exportHandle());
   }
   bool needsExport = topo.localSize() > 1 && bytes > 0;
-  bool ok = !needsExport || a != nullptr;
+  std::string reason = rejected;
+  if (!reason.empty()) {
+  } else if (!buff && bytes > 0) {
+    reason = strprintf("window of %zu bytes at NULL", bytes);
+  } else if (uint64_t past = bytes ? overrun(buff, bytes) : 0) {
+    reason = strprintf("window of %zu bytes at %p runs %llu bytes past the end of its rmaccMemAlloc "
+                       "buffer", bytes, buff, (unsigned long long)past);
+  } else if (needsExport && !a) {
+    reason = strprintf("window memory %p must come from rmaccMemAlloc: ranks of the same node map it",
+                       buff);
+  }
+  bool ok = reason.empty();
   rec.base = (uint64_t)(uintptr_t)buff;
   // Memory the network cannot write (device memory without a GPU-direct provider) takes other
   // nodes' puts through this rank's landing zone.
@@ -122,18 +181,15 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
     rec.remote.base += regOffset;
     rec.remote.size = bytes;
   }
+  rec.stamp = CallStamp{callSeq, 1, ok ? 0u : 1u};
   std::vector<WindowRecord> all(n);
   all[me] = rec;
-  all[me].size = ok ? bytes : UINT64_MAX;  // UINT64_MAX: this rank's input was rejected
   comm_.bootstrap().allGather(all.data(), sizeof(WindowRecord));
-  for (int r = 0; r < n; ++r) {
-    if (all[r].size != UINT64_MAX) continue;
+  try {
+    checkStamps(comm_, reinterpret_cast<const char*>(all.data()), sizeof(WindowRecord), reason);
+  } catch (...) {
     if (landed) comm_.landingZone().forbid(buff);
-    if (r == me)
-      RMACC_THROW(rmaccInvalidArgument,
-                  "window memory %p must come from rmaccMemAlloc: ranks of the same node map it",
-                  buff);
-    RMACC_THROW(rmaccInvalidUsage, "rank %d passed window memory peers cannot map", r);
+    throw;
   }
 
   win->peers.resize(n);
@@ -167,13 +223,20 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes) {
   return raw;
 }
 
-void WindowRegistry::deregisterWindow(Window* win) {
+void WindowRegistry::deregisterWindow(rmaccWindow_t handle, uint64_t callSeq) {
+  Window* win = static_cast<Window*>(handle);
+  bool known;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    RMACC_ARG_CHECK(windows_.count(win), "window %p is not registered", (void*)win);
+    known = handle && windows_.count(win);
   }
   // Nobody may still write into it: every rank leaves only when all have stopped using it.
-  comm_.bootstrap().barrier();
+  // A bad handle still joins, so that every rank fails the call instead of waiting.
+  std::vector<CallStamp> all(comm_.nRanks());
+  all[comm_.rank()] = CallStamp{callSeq, 2, known ? 0u : 1u};
+  comm_.bootstrap().allGather(all.data(), sizeof(CallStamp));
+  checkStamps(comm_, reinterpret_cast<const char*>(all.data()), sizeof(CallStamp),
+              strprintf("window %p is not registered on this communicator", (void*)handle));
   if (win->landed) comm_.landingZone().forbid(win->base);
   std::lock_guard<std::mutex> lock(mu_);
   windows_.erase(win);

@@ -51,8 +51,16 @@ class WindowRegistry {
   // The allocation holding [ptr, ptr+bytes), and the offset of ptr in it; nullptr if none.
   const Allocation* find(const void* ptr, size_t bytes, size_t* offset) const;
 
-  Window* registerWindow(void* buff, size_t bytes);  // collective
-  void deregisterWindow(Window* win);                // collective
+  // How many bytes [ptr, ptr+bytes) runs past the end of the rmaccMemAlloc buffer that holds
+  // ptr; 0 when it fits or ptr lies in no buffer this registry knows.
+  uint64_t overrun(const void* ptr, uint64_t bytes) const;
+
+  // Collective; `callSeq` numbers the call (Comm::beginCall). Every rank joins the exchange
+  // even when its own arguments are bad, so that all ranks fail the call together.
+  // `rejected`: the caller already refused the arguments (why); the call joins and fails.
+  Window* registerWindow(void* buff, size_t bytes, uint64_t callSeq, const std::string& rejected = "");
+  // Collective; `handle` may be bad on this rank (then every rank fails the call).
+  void deregisterWindow(rmaccWindow_t handle, uint64_t callSeq);
   // The window behind a public handle; throws rmaccInvalidArgument when it is not live.
   Window& get(rmaccWindow_t win);
 

@@ -18,6 +18,7 @@ namespace rmacc {
 // receive target where the block from each origin must land.
 struct MetaHeader {
   uint64_t seq;
+  uint64_t callSeq;      // the communicator's collective call number (Comm::beginCall)
   uint32_t rejected;     // this rank's arguments were invalid: every rank skips the call
   uint32_t exportable;   // `handle` maps the target of blocks written by this node's ranks
   uint64_t targetBase;   // offset of that target in the exported allocation
@@ -146,21 +147,38 @@ void CollectiveEngine::progressLoop() {
       if (queue_.empty()) return;  // stop_ with nothing left
       task = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
     try {
       runTask(task);
     } catch (const Error& e) {
       // The exchange or the setup failed: the communicator cannot go on (a peer is gone or
       // timed out). Release everything waiting on it with the error.
-      fail(task.seq, e.code(), e.what());
-      comm_.setAsyncError(e.code(), e.what());
-      comm_.abort();
+      std::string text = strprintf("rank %d: AlltoAllv (collective call #%llu): %s", comm_.rank(),
+                                   (unsigned long long)task.args.callSeq, e.what());
+      // Ranks out of step wait for each other until the timeout: say where each one is.
+      if (e.code() == rmaccTimeout && comm_.asyncError() == rmaccSuccess)
+        text += "; where the ranks are: " + comm_.describeRanks();
+      fail(task.seq, e.code(), text);
+      comm_.poison(e.code(), text);
     } catch (const std::exception& e) {
       fail(task.seq, rmaccInternalError, e.what());
-      comm_.setAsyncError(rmaccInternalError, e.what());
-      comm_.abort();
+      comm_.poison(rmaccInternalError, e.what());
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();
   }
+}
+
+void CollectiveEngine::quiesce() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !busy_ && (queue_.empty() || stop_); });
+  }
+  executor_->drain();
 }
 
 std::shared_ptr<const plan::Plan> CollectiveEngine::planFor(const std::vector<uint64_t>& bytes) {
@@ -319,6 +337,7 @@ void CollectiveEngine::runTask(Task& task) {
   else targets.offset.assign(n, 0);
   MetaHeader& h = targets.header;
   h.seq = task.seq;
+  h.callSeq = a.callSeq;
   h.rejected = bad;
   const std::vector<uint64_t>& targetOffset = targets.offset;
   const std::vector<CopyDesc>& finish = targets.finish;
@@ -348,6 +367,13 @@ void CollectiveEngine::runTask(Task& task) {
   for (int r = 0; r < n && error.empty(); ++r) {
     RMACC_ENFORCE(header(r)->seq == task.seq, "rank %d is at call %llu, rank %d at %llu", r,
                   (unsigned long long)header(r)->seq, me, (unsigned long long)task.seq);
+    // Same AlltoAllv, different collective call: some rank made a collective call the others
+    // did not (a barrier, a window registration). Nothing that follows can be trusted.
+    if (header(r)->callSeq != a.callSeq)
+      RMACC_THROW(rmaccInvalidUsage,
+                  "collective calls out of step: rank %d is in call #%llu (an AlltoAll(v)), rank %d "
+                  "in call #%llu (an AlltoAll(v)): a rank skipped or added a collective call",
+                  r, (unsigned long long)header(r)->callSeq, me, (unsigned long long)a.callSeq);
     if (header(r)->rejected) {
       code = r == me ? rmaccInvalidArgument : rmaccInvalidUsage;
       error = r == me ? a.rejected : strprintf("rank %d rejected its arguments of this call", r);

@@ -35,6 +35,7 @@ struct AlltoallvArgs {
   std::vector<uint64_t> sendBytes, sendOffset;  // by peer, in bytes
   std::vector<uint64_t> recvBytes, recvOffset;
   std::string rejected;  // non-empty: this rank's arguments were invalid (the reason)
+  uint64_t callSeq = 0;  // the communicator's collective call number (Comm::beginCall)
 };
 
 // Tests only: when set, called with this rank's count record of every AlltoAllV just before
@@ -62,6 +63,9 @@ class CollectiveEngine {
   void abort() {
     if (nodeGather_) nodeGather_->abort();
   }
+  // Returns once no call is being set up and every call's work has finished or failed: after
+  // the communicator was poisoned, nothing queued touches a caller's memory any more.
+  void quiesce();
   // End offset of the highest relay byte this rank wrote into a peer's relay (measured).
   uint64_t relayHighWater() const { return executor_->relayHighWater(); }
 
@@ -119,6 +123,7 @@ class CollectiveEngine {
   std::condition_variable cv_;
   std::deque<Task> queue_;
   bool stop_ = false;
+  bool busy_ = false;  // the progress thread is running a task
   uint64_t nextSeq_ = 0;
   std::map<uint64_t, std::pair<rmaccResult_t, std::string>> callErrors_;
   std::thread thread_;

@@ -47,6 +47,10 @@ Executor::Executor(Comm& comm) : comm_(comm) {
 
 Executor::~Executor() {
   // Work still queued references buffers about to go away: drain what can drain.
+  drain();
+}
+
+void Executor::drain() {
   for (auto* s : {ceWait_.get(), proxyPut_.get(), proxyWait_.get(), local_.get(), join_.get()})
     if (s) try { s->synchronize(); } catch (...) {}
   for (auto& s : ceStreams_) try { s->synchronize(); } catch (...) {}

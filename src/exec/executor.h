@@ -49,6 +49,9 @@ class Executor {
   // Any thread may ask while the progress thread runs calls.
   uint64_t relayHighWater() const { return relayHighWater_.load(std::memory_order_relaxed); }
 
+  // Waits until every lane and the join stream ran or failed all their work (errors are the
+  // calls' own to report: they are not thrown here).
+  void drain();
   // Completes a call that moves nothing (rejected or mismatched counts), in call order.
   void complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue);
 

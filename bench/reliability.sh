@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The issue #17 reliability campaign on this machine (host backend, 4 ranks = 2 emulated nodes
+# x 2, libfabric tcp on loopback, RMACC_TIMEOUT_S=10): bad input on every entry point, then a
+# rank killed during init, a barrier and a cross-node AlltoAllV (REPEATS runs each).
+# Writes $OUT/reliability.txt (default bench/out/); build first with scripts/build.sh.
+# Exit status 0: no crash, no hang, no success with wrong data, every survivor within 1 s.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-bench/out}
+B=${BUILD:-build}
+mkdir -p "$OUT"
+{
+  git log -1 --format='commit %H'
+  echo "cores $(nproc), $(uname -srm)"
+  "$B/tests/reliability-campaign" "${REPEATS:-3}"
+} 2>/dev/null | tee "$OUT/reliability.txt"
+exit "${PIPESTATUS[0]}"
