@@ -210,6 +210,19 @@ TEST(Alltoallv, EntryBarrierMode) {
            });
 }
 
+// Fresh rmaccMemAlloc buffers every call, more than the peer-mapping cache holds: the cache
+// is trimmed between calls (only while the rank is quiet) and no write goes to a stale mapping.
+TEST(Alltoallv, FreshBuffersEveryCallTrimTheMappingCache) {
+  runRanks(3, optionsFor({1, 3}), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    for (int call = 0; call < 600; ++call) {
+      auto counts = makeCounts(Pattern::kRandom, 3, 40, 300 + call);
+      oneCall(comm, counts, rmaccInt32, /*registered=*/true, 300 + call,
+              call % 2 ? nullptr : comm.stream());
+    }
+  });
+}
+
 TEST(Alltoallv, AlltoAllUniform) {
   runRanks(6, optionsFor({3, 2}), [&](const RankContext& ctx) {
     TestComm comm(ctx);

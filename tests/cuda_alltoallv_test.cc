@@ -105,6 +105,44 @@ void runGpuAlltoallv(Shape shape, int calls, int nGpu) {
   });
 }
 
+// Fresh cudaMalloc'd buffers every call, far more of them than the peer-mapping cache holds:
+// the cache is trimmed between calls without stalling anyone (an eviction while a call was in
+// flight once stalled every rank), and stale mappings are never written.
+TEST(GpuAlltoallvCache, FreshBuffersEveryCall) {
+  int nGpu = gpuCount();
+  if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
+  RunOptions o;
+  o.nodeOf = scatteredNodes(1, 2);
+  o.timeoutS = 300;
+  runRanks(2, o, [&](const RankContext& ctx) {
+    CUDA_OK(cudaSetDevice(ctx.rank % nGpu));
+    rmaccComm_t comm = nullptr;
+    RMACC_OK(rmaccCommInitRank(&comm, 2, ctx.id, ctx.rank), nullptr);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int call = 0; call < 700; ++call) {
+      std::vector<int32_t> hsend(2 * 256), hrecv(2 * 256, -1);
+      for (size_t i = 0; i < hsend.size(); ++i) hsend[i] = ctx.rank * 1000000 + call * 1000 + (int)i;
+      void *dsend, *drecv;
+      CUDA_OK(cudaMalloc(&dsend, hsend.size() * 4));
+      CUDA_OK(cudaMalloc(&drecv, hrecv.size() * 4));
+      CUDA_OK(cudaMemcpy(dsend, hsend.data(), hsend.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
+      RMACC_OK(rmaccAlltoAll(dsend, drecv, 256, rmaccInt32, comm, stream), comm);
+      RMACC_OK(rmaccStreamSynchronize(comm, stream), comm);
+      CUDA_OK(cudaMemcpy(hrecv.data(), drecv, hrecv.size() * 4, cudaMemcpyDeviceToHost));
+      for (int p = 0; p < 2; ++p)
+        for (int i = 0; i < 256; ++i)
+          ASSERT_EQ(hrecv[p * 256 + i], p * 1000000 + call * 1000 + ctx.rank * 256 + i)
+              << "call " << call << " from rank " << p;
+      cudaFree(dsend);
+      cudaFree(drecv);
+    }
+    cudaStreamDestroy(stream);
+    RMACC_OK(rmaccCommDestroy(comm), nullptr);
+  });
+}
+
 class GpuAlltoallv : public testing::TestWithParam<Shape> {};
 
 TEST_P(GpuAlltoallv, HundredCallsByteExact) {

@@ -1,7 +1,10 @@
 #include "exec/collective.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/comm.h"
 #include "core/clock.h"
@@ -39,7 +42,8 @@ constexpr uint32_t kCountsTag = 0x434e5453;  // "CNTS"
 std::atomic<CountRecordHook> countRecordHook{nullptr};
 
 constexpr size_t kPlanCacheSize = 16;
-constexpr size_t kPeerMapCacheSize = 64;
+// Peer mappings kept before the least recently used are unmapped (evictPeerMappings).
+constexpr size_t kPeerMapCacheSize = 256;
 
 }  // namespace
 
@@ -426,6 +430,7 @@ void CollectiveEngine::runTask(Task& task) {
   }
   executor_->run(*p, b, *task.start, comm_.cfg().entrySync == EntrySync::kBarrier, finish,
                  doneFlags(), task.seq, task.seq);
+  evictPeerMappings(task.seq);
   // Where a call's host time goes (bench/host.sh and bench/gpu.sh average these).
   INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us, plan+enqueue %.1f us",
        (unsigned long long)task.seq, (t0 - task.queuedAt) * 1e6, (exchanged - t0) * 1e6,
@@ -439,19 +444,38 @@ std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handl
     it->second.lastUse = seq;
     return it->second.mapping;
   }
-  if (peerMaps_.size() >= kPeerMapCacheSize) {
-    // Unmap only what no call still in flight uses: the streams may not have run it yet. The
-    // unmapping itself happens on the reaper's thread (exec/reaper.h).
-    uint64_t done = *doneFlag_;
-    std::erase_if(peerMaps_, [&](const auto& kv) {
-      if (kv.second.lastUse > done) return false;
-      reaper_.release(kv.second.mapping);
-      return true;
-    });
-  }
   auto m = comm_.windows().importPeer(handle);
   peerMaps_[key] = PeerMap{m, seq};
   return m;
+}
+
+}  // namespace rmacc
+
+namespace rmacc {
+
+// Unmapping a peer's memory (cuMemUnmap, cudaIpcCloseMemHandle) waits for device work queued
+// before it, and while it waits the driver holds back this process's other calls: with a call
+// in flight whose user stream waits for work this thread has yet to enqueue, every rank stalled
+// for good (seen on an H200 at the first eviction, also with the unmapping moved to a thread of
+// its own). So the cache is trimmed only when this rank is quiet: the call just enqueued is
+// done and no other call is queued; the user's thread is held off (mu_) meanwhile. A rank that
+// is never quiet keeps its mappings a while longer.
+void CollectiveEngine::evictPeerMappings(uint64_t seq) {
+  if (peerMaps_.size() < kPeerMapCacheSize) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queue_.empty() || nextSeq_ != seq) return;
+  const double deadline = monotonicSeconds() + comm_.cfg().timeoutS;
+  while (*doneFlag_ < seq) {
+    if (comm_.asyncError() != rmaccSuccess || monotonicSeconds() > deadline) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  // The least recently used half goes.
+  std::vector<std::pair<uint64_t, std::string>> byUse;
+  for (const auto& [key, m] : peerMaps_) byUse.emplace_back(m.lastUse, key);
+  std::sort(byUse.begin(), byUse.end());
+  for (size_t i = 0; i < byUse.size() / 2; ++i) peerMaps_.erase(byUse[i].second);
+  INFO(kSubsysColl, "after call %llu: unmapped %zu peer buffers of %zu", (unsigned long long)seq,
+       byUse.size() / 2, byUse.size());
 }
 
 }  // namespace rmacc

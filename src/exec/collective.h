@@ -19,7 +19,6 @@
 #include "core/window.h"
 #include "exec/executor.h"
 #include "exec/node_gather.h"
-#include "exec/reaper.h"
 #include "exec/signal_space.h"
 #include "exec/staging.h"
 #include "plan/plan.h"
@@ -88,6 +87,7 @@ class CollectiveEngine {
   // A peer's receive target mapped here, cached by its export handle.
   // The mapping stays cached until no enqueued call may still copy into it.
   std::shared_ptr<Mapping> peerMapping(const ExportHandle& handle, uint64_t seq);
+  void evictPeerMappings(uint64_t seq);  // after call `seq` was enqueued
 
   Comm& comm_;
   // The last completed call's sequence number, stored by the executor twice: where the CPU
@@ -114,7 +114,6 @@ class CollectiveEngine {
     uint64_t lastUse;  // the last call that copies into it
   };
   std::map<std::string, PeerMap> peerMaps_;
-  Reaper reaper_;  // unmaps evicted peer mappings
 
   plan::Carry carry_;
   std::list<std::pair<std::string, std::shared_ptr<const plan::Plan>>> planCache_;  // LRU
