@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Predicted busbw per GPU at cluster scale (bench/RESULTS.md §6): rmacc-sim over 2..128 nodes x 8
+# GPUs at 50 GB/s per GPU NIC, cross-rail penalised, three schedules, five traffic cases; JSON
+# lines into bench/sim/sweep.jsonl, then the plot (bench/sim/busbw.png).
+# NODES="2 4" or CASES="uniform-16M" narrow it; SIM=path picks the binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIM=${SIM:-build/tools/rmacc-sim}
+NODES=${NODES:-"2 4 8 16 32 64 128"}
+CASES=${CASES:-"uniform-16M uniform-256M zipf-16M zipf-256M moe-dsv3"}
+OUT=${OUT:-bench/sim}
+mkdir -p "$OUT"
+: > "$OUT/sweep.jsonl"
+for n in $NODES; do
+  for c in $CASES; do
+    case $c in
+      uniform-*|zipf-*) traffic=(--traffic "${c%%-*}" --bytes "${c#*-}") ;;
+      moe-dsv3) traffic=(--traffic moe --tokens 4096 --hidden 7168 --elem-bytes 2 --experts 256
+                         --topk 8 --node-limit 4) ;;
+      *) echo "unknown case $c" >&2; exit 2 ;;
+    esac
+    # The verifier is run up to 16 nodes (it replays every byte range; above that it takes
+    # minutes per plan); the planner is the same code at every size.
+    verify=(); [ "$n" -gt 16 ] && verify=(--no-verify)
+    echo "# $n nodes, $c" >&2
+    "$SIM" --preset h200 --nodes "$n" "${traffic[@]}" --schedule all --json "${verify[@]}" |
+      sed "s/^{/{\"case\":\"$c\",/" >> "$OUT/sweep.jsonl"
+  done
+done
+/usr/bin/python3 bench/sim_plot.py "$OUT/sweep.jsonl" "$OUT/busbw.png"
