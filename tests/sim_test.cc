@@ -67,7 +67,7 @@ Cluster bare(int nodes, int gpus) {
   c.ceGBps = 10;
   c.pcieGBps = 1000;
   c.localCopyGBps = 1000;
-  c.ceOpUs = c.memopUs = c.eventUs = c.proxyOpUs = 0;
+  c.ceOpUs = c.memopUs = c.eventUs = c.proxyOpUs = c.signalLatencyUs = 0;
   c.hostFixedUs = c.enqueueUsPerOp = 0;
   return c;
 }
@@ -151,6 +151,7 @@ TEST(SimModel, CrossRailPenaltySlowsOnlyTheDirectSchedule) {
   t.bytesPerRank = 4 << 20;
   Cluster c = preset("h200");
   c.nodes = 2;
+  c.enqueueUsPerOp = 0;  // else the host's enqueueing, not the network, sets the time
   auto bytes = makeTraffic(t, c.nodes, c.gpusPerNode);
   const Topology topo = Topology::blocks(c.nodes, c.gpusPerNode);
   auto time = [&](Schedule s, bool penalty) {
@@ -170,6 +171,7 @@ TEST(SimModel, HostBoundWhenEnqueueingIsSlow) {
   c.nodes = 4;
   auto bytes = makeTraffic(t, c.nodes, c.gpusPerNode);
   plan::Plan p = buildSchedule(Schedule::kRmacc, Topology::blocks(4, 8), bytes, {}, false);
+  c.enqueueUsPerOp = 0.1;
   EXPECT_FALSE(simulate(p, c).hostBound);
   c.enqueueUsPerOp = 50;
   EXPECT_TRUE(simulate(p, c).hostBound);

@@ -12,11 +12,12 @@ std::string Cluster::describe() const {
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
            "latency %.1f us, %d NIC queue(s); CE %.0f GB/s x %d copies, local copy %.0f GB/s, "
            "PCIe %.0f GB/s; ce op %.1f us, memop %.1f us, event %.1f us, proxy op %.1f us, "
-           "%d CE stream(s); host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op",
+           "signal latency %.1f us, %d CE stream(s); host %.1f us + %.1f us/node, plan %.3f "
+           "us/op, enqueue %.2f us/op",
            nodes, gpusPerNode, nicGBps, crossRailPenalised ? "penalised" : "free", crossRailGBps,
            fabricGBps > 0 ? (std::to_string(fabricGBps) + " GB/s").c_str() : "unlimited",
            netLatencyUs, nicQueues, ceGBps, ceConcurrent, localCopyGBps, pcieGBps, ceOpUs,
-           memopUs, eventUs, proxyOpUs, ceStreams, hostFixedUs, exchangeUsPerNode, planUsPerOp,
+           memopUs, eventUs, proxyOpUs, signalLatencyUs, ceStreams, hostFixedUs, exchangeUsPerNode, planUsPerOp,
            enqueueUsPerOp);
   return text;
 }
@@ -29,7 +30,7 @@ void Cluster::validate() const {
                       pcieGBps > 0 && fabricGBps >= 0,
                   "bandwidths must be > 0 (fabric >= 0)");
   RMACC_ARG_CHECK(netLatencyUs >= 0 && ceOpUs >= 0 && memopUs >= 0 && eventUs >= 0 &&
-                      proxyOpUs >= 0 && hostFixedUs >= 0 && exchangeUsPerNode >= 0 &&
+                      proxyOpUs >= 0 && signalLatencyUs >= 0 && hostFixedUs >= 0 && exchangeUsPerNode >= 0 &&
                       planUsPerOp >= 0 && enqueueUsPerOp >= 0,
                   "per-op costs and latencies must be >= 0");
   RMACC_ARG_CHECK(nicQueues >= 1 && ceConcurrent >= 1 && ceStreams >= 1,
@@ -38,24 +39,25 @@ void Cluster::validate() const {
 
 Cluster preset(const std::string& name) {
   Cluster c;
-  if (name == "h200") return c;  // the defaults in cluster.h
+  // The defaults in cluster.h. Measured here (RESULTS §4-5): copy-engine ceiling 396 GB/s one
+  // way; local copy 2129 GB/s; CE put+signal half round trip 8.8 µs = ce op 2 + memop 1 +
+  // signal latency 4.8 + memop 1; host per call 20 µs + 6 µs per op enqueued (plan+enqueue
+  // 36.2 µs for 5 ops a rank at 1 x 2, 80.9 µs for 12 at 2 x 2, same commit). Assumed, not
+  // measurable here: NIC 50 GB/s (400 Gb/s), cross-rail 22.7 GB/s (EFA's 20 of 44), network
+  // latency 3 µs, proxy 2 µs per put, PCIe Gen5 55 GB/s.
+  if (name == "h200") return c;
   if (name == "h200-loopback") {
-    // RESULTS §5.2/§5.3: one direction of loopback TCP carries ~2.4 GB/s (128 MiB putsignal
-    // into a host window), both together ~4.6 GB/s (2 x 1 AlltoAllV at 256 MiB); put+signal
-    // half round trip 23.8 µs into host windows; 1 x 2 CE half round trip 8.8 µs (§5.5);
-    // 2-node count exchange ~40 µs over TCP (§4.1); the relay is pinned host memory, so
-    // forwards and staging cross PCIe.
-    c.nicGBps = 2.4;
+    // RESULTS §5.2/§5.3: one loopback TCP connection carries ~2.35 GB/s one way (128 MiB
+    // putsignal into a host window 2.48; 2 x 1 AlltoAllV at 256 MiB 2.3 each way at once);
+    // put+signal half round trip 23.8 µs into host windows = memop 1 + proxy 5 + latency
+    // 10.8 + proxy 5 + memop 1; the 2-node count exchange costs ~34 µs more than the 1-node
+    // one (41.6 against 7.8, §4.1).
+    c.nicGBps = 2.35;
     c.crossRailPenalised = false;
-    c.fabricGBps = 4.6;
-    c.netLatencyUs = 9.8;
+    c.netLatencyUs = 10.8;
     c.proxyOpUs = 5;
-    c.ceOpUs = 4;
-    c.memopUs = 2.4;
     c.pcieGBps = 25;
-    c.hostFixedUs = 30;
-    c.exchangeUsPerNode = 35;
-    c.enqueueUsPerOp = 2;
+    c.exchangeUsPerNode = 34;
     return c;
   }
   RMACC_THROW(rmaccInvalidArgument, "unknown cluster preset '%s' (h200, h200-loopback)",

@@ -29,13 +29,16 @@ struct Cluster {
   double localCopyGBps = 2129;
   double pcieGBps = 55;
 
-  // Per-op costs. ceOpUs: a stream launching one copy; memopUs: a stream memory operation
-  // (signal write, or noticing a wait is satisfied); eventUs: a cross-stream event wait;
-  // proxyOpUs: the proxy's CPU time per put it issues (and per signal it applies on arrival).
+  // Per-op costs: the time an op holds its stream or thread. ceOpUs: a stream launching one
+  // copy; memopUs: a stream memory operation (signal write, or noticing a wait is satisfied);
+  // eventUs: a cross-stream event wait; proxyOpUs: the proxy's CPU time per put it issues (and
+  // per signal it applies on arrival). signalLatencyUs: from a CE signal's write until a waiter
+  // on another GPU sees it (does not hold any stream).
   double ceOpUs = 2;
-  double memopUs = 1.5;
+  double memopUs = 1;
   double eventUs = 1;
   double proxyOpUs = 2;
+  double signalLatencyUs = 4.8;
 
   // Executor: copy streams per rank (RMACC_CE_STREAMS; CE ops to peer p use stream
   // localRank(p) mod ceStreams, as src/exec/executor.cc).
@@ -48,7 +51,7 @@ struct Cluster {
   double hostFixedUs = 20;
   double exchangeUsPerNode = 0;
   double planUsPerOp = 0;
-  double enqueueUsPerOp = 0.5;
+  double enqueueUsPerOp = 6;
 
   int ranks() const { return nodes * gpusPerNode; }
   std::string describe() const;

@@ -17,7 +17,8 @@ const char* kUsage =
     "cluster:  --preset h200|h200-loopback (first)  --nodes N  --gpus L  --nic GBPS\n"
     "          --cross-rail GBPS | --no-cross-rail-penalty  --fabric GBPS  --latency US\n"
     "          --nic-queues K  --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
-    "          --ce-op US  --memop US  --event US  --proxy-op US  --ce-streams K\n"
+    "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
+    "          --ce-streams K\n"
     "host:     --host-us US  --exchange-us-per-node US  --plan-us-per-op US\n"
     "          --enqueue-us-per-op US\n"
     "traffic:  --traffic uniform|random|zipf|moe  --bytes SIZE (per rank)  --seed S\n"
@@ -82,6 +83,7 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--memop", [&](auto& k, auto v) { c.memopUs = number(k, v); }},
       {"--event", [&](auto& k, auto v) { c.eventUs = number(k, v); }},
       {"--proxy-op", [&](auto& k, auto v) { c.proxyOpUs = number(k, v); }},
+      {"--signal-latency", [&](auto& k, auto v) { c.signalLatencyUs = number(k, v); }},
       {"--ce-streams", [&](auto& k, auto v) { c.ceStreams = integer(k, v, 1, 64); }},
       {"--host-us", [&](auto& k, auto v) { c.hostFixedUs = number(k, v); }},
       {"--exchange-us-per-node", [&](auto& k, auto v) { c.exchangeUsPerNode = number(k, v); }},

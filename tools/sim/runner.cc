@@ -201,9 +201,11 @@ void Run::startCePut(int r, int i) {
           return;
         }
         fluid_.at(fluid_.now() + c_.memopUs, [this, r, i] {
-          const Op& op = plan_.ranks[r].ops[i];
           finish(r, i);
-          deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
+          fluid_.at(fluid_.now() + c_.signalLatencyUs, [this, r, i] {
+            const Op& op = plan_.ranks[r].ops[i];
+            deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
+          });
         });
       });
     });
