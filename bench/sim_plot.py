@@ -16,20 +16,22 @@ cases = []
 for r in rows:
     if r["case"] not in cases:
         cases.append(r["case"])
-data = defaultdict(dict)  # (case, schedule) -> nodes -> row
+data = defaultdict(dict)  # (case, schedule or "rmacc+host") -> nodes -> row
 for r in rows:
-    data[(r["case"], r["schedule"])][r["nodes"]] = r
+    key = r["schedule"] if r.get("variant", "network") == "network" else r["schedule"] + "+host"
+    data[(r["case"], key)][r["nodes"]] = r
 
 fig, axes = plt.subplots(1, len(cases), figsize=(4.2 * len(cases), 4), sharey=True)
 if len(cases) == 1:
     axes = [axes]
-styles = {"rmacc": ("C0", "o"), "direct": ("C3", "s"), "pxn": ("C2", "^")}
+styles = {"rmacc": ("C0", "o", "-"), "rmacc+host": ("C0", "x", ":"),
+          "direct": ("C3", "s", "-"), "pxn": ("C2", "^", "-")}
 for ax, case in zip(axes, cases):
-    for sched, (color, marker) in styles.items():
+    for sched, (color, marker, line) in styles.items():
         pts = sorted(data[(case, sched)].items())
         if pts:
             ax.plot([n for n, _ in pts], [r["busbw"] for _, r in pts], color=color,
-                    marker=marker, label=sched)
+                    marker=marker, linestyle=line, label=sched)
     pts = sorted(data[(case, "rmacc")].items())
     ranks = lambda r: r["nodes"] * r["gpus"]
     ax.plot([n for n, _ in pts],
@@ -45,11 +47,16 @@ fig.suptitle("rmacc-sim: 50 GB/s NIC per GPU, cross-rail penalised (22.7 GB/s)")
 fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=110)
 
-print("| case | nodes | rmacc busbw | / bound | direct | pxn | rmacc time (us) | host-bound |")
-print("|---|---:|---:|---:|---:|---:|---:|---|")
+print("| case | nodes | bound | rmacc | / bound | direct | pxn | rmacc + host cost | host-bound |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+nan = {"busbw": float("nan"), "host_bound": None}
 for case in cases:
     for n, r in sorted(data[(case, "rmacc")].items()):
-        d = data[(case, "direct")].get(n, {}).get("busbw", float("nan"))
-        p = data[(case, "pxn")].get(n, {}).get("busbw", float("nan"))
-        print(f"| {case} | {n} | {r['busbw']:.1f} | {r['algbw'] / r['bound_algbw']:.2f} | "
-              f"{d:.1f} | {p:.1f} | {r['time_us']:.0f} | {'yes' if r['host_bound'] else 'no'} |")
+        d = data[(case, "direct")].get(n, nan)["busbw"]
+        p = data[(case, "pxn")].get(n, nan)["busbw"]
+        h = data[(case, "rmacc+host")].get(n, nan)
+        ranks = r["nodes"] * r["gpus"]
+        bound = r["bound_algbw"] * (ranks - 1) / ranks
+        hb = {True: "yes", False: "no", None: "-"}[h["host_bound"]]
+        print(f"| {case} | {n} | {bound:.1f} | {r['busbw']:.1f} | {r['algbw'] / r['bound_algbw']:.2f} | "
+              f"{d:.1f} | {p:.1f} | {h['busbw']:.1f} | {hb} |")

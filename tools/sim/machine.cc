@@ -4,8 +4,9 @@
 
 namespace rmacc::sim {
 
-void Server::submit(Job job) {
-  waiting_.push_back(std::move(job));
+void Server::submit(Job job, bool urgent) {
+  if (urgent) waiting_.push_front(std::move(job));
+  else waiting_.push_back(std::move(job));
   startNext();
 }
 

@@ -17,7 +17,9 @@ class Server {
  public:
   using Job = std::function<void(std::function<void()> release)>;
   explicit Server(int limit = 1) : limit_(limit) {}
-  void submit(Job job);
+  // urgent: ahead of the jobs already waiting (a proxy handles arrived completions before it
+  // posts more puts: its loop polls the completion queue first).
+  void submit(Job job, bool urgent = false);
 
  private:
   void startNext();

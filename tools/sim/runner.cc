@@ -235,11 +235,14 @@ void Run::startProxyPut(int r, int i) {
                   const Op& op = plan_.ranks[r].ops[i];
                   if (op.dst.region == Region::kRelay) landRelay(op.peer, (int64_t)op.bytes);
                   ranks_[r].rec[i].arrival = fluid_.now();
+                  // The put's life after its post: proxy, NIC queue, wire, remote proxy.
+                  trace(r, op, "net", op.bytes ? "put" : "signal", ranks_[r].rec[i].end,
+                        fluid_.now());
                   --ranks_[r].putsInFlight;
                   deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
                   checkDone(r);
                 });
-              });
+              }, /*urgent=*/true);
             });
           });
         });
