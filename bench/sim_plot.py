@@ -36,7 +36,7 @@ for ax, case in zip(axes, cases):
     ranks = lambda r: r["nodes"] * r["gpus"]
     ax.plot([n for n, _ in pts],
             [r["bound_algbw"] * (ranks(r) - 1) / ranks(r) for _, r in pts], "k--",
-            label="bound N/(N-1) x NIC")
+            label="bound N/(N-1) x NIC, as busbw")
     ax.set_xscale("log", base=2)
     ax.set_title(case)
     ax.set_xlabel("nodes (x 8 GPUs)")
