@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <unistd.h>
 
 #include "fluid.h"
 #include "plan/plan_internal.h"
@@ -175,6 +179,43 @@ TEST(SimModel, HostBoundWhenEnqueueingIsSlow) {
   EXPECT_FALSE(simulate(p, c).hostBound);
   c.enqueueUsPerOp = 50;
   EXPECT_TRUE(simulate(p, c).hostBound);
+}
+
+// --trace writes RMACC_TRACE_FILE's format, one file per rank (%r): an event per op on its lane,
+// and one on the "net" track per proxy put (post to the target's signal).
+TEST(SimModel, TraceHasAnEventPerOpAndPerNetworkPut) {
+  Traffic t;
+  t.bytesPerRank = 64 << 10;
+  const Cluster c = bare(2, 2);
+  plan::Plan p = buildSchedule(Schedule::kRmacc, Topology::blocks(2, 2),
+                               makeTraffic(t, 2, 2), {}, true);
+  char dir[] = "/tmp/rmacc-sim-trace-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string pattern = std::string(dir) + "/t.%r.json";
+  simulate(p, c, pattern);
+  for (int r = 0; r < 4; ++r) {
+    const std::string path = std::string(dir) + "/t." + std::to_string(r) + ".json";
+    FILE* f = fopen(path.c_str(), "r");
+    ASSERT_NE(f, nullptr) << path;
+    std::string text;
+    char buf[4096];
+    for (size_t k; (k = fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, k);
+    fclose(f);
+    remove(path.c_str());
+    auto count = [&](const std::string& needle) {
+      size_t n = 0;
+      for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+        ++n;
+      return n;
+    };
+    size_t proxyPuts = 0;
+    for (const Op& op : p.ranks[r].ops) proxyPuts += op.lane == Lane::kProxyPut;
+    EXPECT_EQ(text.front(), '[');
+    EXPECT_EQ(text[text.find_last_not_of('\n')], ']');
+    EXPECT_EQ(count("\"ph\":\"X\""), p.ranks[r].ops.size() + proxyPuts) << path;
+    EXPECT_EQ(count("\"tid\":\"net\""), proxyPuts) << path;
+  }
+  rmdir(dir);
 }
 
 TEST(SimTraffic, MoeDispatchSendsEachTokenOnceToEachRankItReaches) {
