@@ -29,9 +29,11 @@ enum Phase : int {
   kPhaseEntryWait,   // waits for entry signals
   kPhaseRelayWait,   // relay data of a chunk put in the previous batch
   kPhaseForward,     // CE forwards of that chunk
-  kPhaseCredit,      // credit for the step that reuses the slot, after those forwards
   kPhaseCreditWait,  // a writer's wait for the credit of the chunk it puts in this batch
   kPhasePut,         // intra-node CE puts, self copy, relay and direct proxy puts
+  kPhaseCredit,      // credit for the step that reuses the slot, after those forwards; after
+                     // this batch's puts, which share its proxy-put lane and must not queue
+                     // behind forwards they do not depend on
   kPhaseFinal,       // receive completion waits, last on their lanes
   kNumPhases
 };

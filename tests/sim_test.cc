@@ -1,0 +1,261 @@
+// rmacc-sim's model (tools/sim): cases with an answer known on paper, then the real planner's
+// plans on every cluster size the results use, at a small size.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <unistd.h>
+
+#include "fluid.h"
+#include "plan/plan_internal.h"
+#include "report.h"
+#include "runner.h"
+#include "schedules.h"
+#include "traffic.h"
+
+namespace rmacc::sim {
+namespace {
+
+using plan::Lane;
+using plan::Op;
+using plan::OpKind;
+using plan::Region;
+
+TEST(SimFluid, OneLink) {
+  Fluid f;
+  int link = f.addResource("link", "link", 10);  // 10 bytes per µs
+  double done = -1;
+  f.transfer(1000, {link}, [&] { done = f.now(); });
+  f.run();
+  EXPECT_DOUBLE_EQ(done, 100);
+  EXPECT_DOUBLE_EQ(f.resources()[link].carried, 1000);
+}
+
+TEST(SimFluid, TwoFlowsShareALink) {
+  Fluid f;
+  int link = f.addResource("link", "link", 10);
+  double a = -1, b = -1;
+  f.transfer(1000, {link}, [&] { a = f.now(); });
+  // The second flow joins at 50 µs: from then on each gets 5 bytes/µs; the first has 500 bytes
+  // left (done at 150), the second then has 500 left alone at full rate (done at 200).
+  f.at(50, [&] { f.transfer(1000, {link}, [&] { b = f.now(); }); });
+  f.run();
+  EXPECT_DOUBLE_EQ(a, 150);
+  EXPECT_DOUBLE_EQ(b, 200);
+}
+
+TEST(SimFluid, PathTakesItsNarrowestLink) {
+  Fluid f;
+  int wide = f.addResource("wide", "a", 100), narrow = f.addResource("narrow", "b", 4);
+  double done = -1;
+  f.transfer(400, {wide, narrow}, [&] { done = f.now(); });
+  f.run();
+  EXPECT_DOUBLE_EQ(done, 100);
+}
+
+TEST(SimFluid, RefusesAZeroCapacity) {
+  Fluid f;
+  EXPECT_THROW(f.addResource("x", "x", 0), std::exception);
+}
+
+// A cluster where only bandwidth and the network latency cost time.
+Cluster bare(int nodes, int gpus) {
+  Cluster c;
+  c.nodes = nodes;
+  c.gpusPerNode = gpus;
+  c.nicGBps = 1;  // 1,000 bytes per µs
+  c.crossRailPenalised = false;
+  c.netLatencyUs = 5;
+  c.ceGBps = 10;
+  c.pcieGBps = 1000;
+  c.localCopyGBps = 1000;
+  c.ceOpUs = c.memopUs = c.eventUs = c.proxyOpUs = c.signalLatencyUs = 0;
+  c.hostFixedUs = c.enqueueUsPerOp = 0;
+  return c;
+}
+
+Op op(OpKind kind, Lane lane, int peer, uint64_t bytes, int ctx, int sig, uint32_t count,
+      std::vector<int> deps, Region src = Region::kNone, Region dst = Region::kNone) {
+  Op o;
+  o.kind = kind;
+  o.lane = lane;
+  o.peer = peer;
+  o.bytes = bytes;
+  o.ctx = ctx;
+  o.sigIdx = sig;
+  o.count = count;
+  o.deps = std::move(deps);
+  o.src.region = src;
+  o.dst.region = dst;
+  return o;
+}
+
+// Writer r0 (node 0) sends two 10,000-byte chunks to r3 (node 1, local 1) through relay r2
+// (node 1, local 0), NIC 1 GB/s, copy engine 0.5 GB/s. With one slot the second chunk waits
+// for the relay's credit: put 10 µs + latency 5 -> forward 20 µs, done at 35 -> credit +
+// latency 5 at 40 -> put 10 + latency 5 at 55 -> forward done at 75. With two slots the second
+// put follows the first on the NIC (done at 20, lands at 25 while the first is still being
+// forwarded: both in the relay) and is forwarded from 35 to 55.
+plan::Plan relayPlan(bool oneSlot) {
+  const int kColl = plan::kPlanCtxColl, kCredit = plan::kPlanCtxCredit;
+  plan::Plan p;
+  p.topo = Topology::blocks(2, 2);
+  p.bytes.assign(16, 0);
+  p.bytes[0 * 4 + 3] = 20000;
+  p.ranks.resize(4);
+  auto& w = p.ranks[0].ops;
+  w.push_back(op(OpKind::kPut, Lane::kProxyPut, 2, 10000, kColl, plan::kSigRelay, 0, {},
+                 Region::kSend, Region::kRelay));
+  if (oneSlot) w.push_back(op(OpKind::kWait, Lane::kProxyWait, 2, 0, kCredit, 0, 1, {}));
+  w.push_back(op(OpKind::kPut, Lane::kProxyPut, 2, 10000, kColl, plan::kSigRelay, 0,
+                 oneSlot ? std::vector<int>{1} : std::vector<int>{}, Region::kSend,
+                 Region::kRelay));
+  auto& r = p.ranks[2].ops;
+  r.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kColl, plan::kSigRelay, 1, {}));
+  r.push_back(op(OpKind::kPut, Lane::kCePut, 3, 10000, kColl, plan::kSigData, 0, {0},
+                 Region::kRelay, Region::kRecv));
+  if (oneSlot) r.push_back(op(OpKind::kPut, Lane::kProxyPut, 0, 0, kCredit, 0, 0, {1}));
+  const int second = (int)r.size();
+  r.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kColl, plan::kSigRelay, 1, {}));
+  r.push_back(op(OpKind::kPut, Lane::kCePut, 3, 10000, kColl, plan::kSigData, 0, {second},
+                 Region::kRelay, Region::kRecv));
+  p.ranks[3].ops.push_back(op(OpKind::kWait, Lane::kCeWait, 2, 0, kColl, plan::kSigData, 2, {}));
+  return p;
+}
+
+TEST(SimModel, RelayWithOneSlotWaitsForTheCredit) {
+  Cluster c = bare(2, 2);
+  c.ceGBps = 0.5;
+  Result one = simulate(relayPlan(true), c);
+  EXPECT_NEAR(one.timeUs, 75, 1e-6);
+  EXPECT_EQ(one.relayHighWater, 10000u);  // the slot never holds both chunks
+  Result two = simulate(relayPlan(false), c);
+  EXPECT_NEAR(two.timeUs, 55, 1e-6);
+  EXPECT_EQ(two.relayHighWater, 20000u);
+}
+
+// The real planner on 2 nodes x 1 GPU: entry signal (latency 5), the put of half the bytes at
+// 1 GB/s, its landing (latency 5); the self copy runs beside it.
+TEST(SimModel, RealPlanOnOneLinkPerDirection) {
+  Traffic t;
+  t.bytesPerRank = 2 << 20;
+  const Cluster c = bare(2, 1);
+  auto bytes = makeTraffic(t, 2, 1);
+  plan::Plan p = buildSchedule(Schedule::kRmacc, Topology::blocks(2, 1), bytes, {}, true);
+  Result r = simulate(p, c);
+  EXPECT_NEAR(r.timeUs, 5 + (1 << 20) / 1000.0 + 5, 1e-6);
+  EXPECT_NEAR(r.critical.networkUs + r.critical.streamUs + r.critical.hostUs +
+                  r.critical.copyUs, r.timeUs, 1e-6);
+}
+
+TEST(SimModel, CrossRailPenaltySlowsOnlyTheDirectSchedule) {
+  Traffic t;
+  t.bytesPerRank = 4 << 20;
+  Cluster c = preset("h200");
+  c.nodes = 2;
+  c.enqueueUsPerOp = 0;  // else the host's enqueueing, not the network, sets the time
+  auto bytes = makeTraffic(t, c.nodes, c.gpusPerNode);
+  const Topology topo = Topology::blocks(c.nodes, c.gpusPerNode);
+  auto time = [&](Schedule s, bool penalty) {
+    Cluster k = c;
+    k.crossRailPenalised = penalty;
+    return simulate(buildSchedule(s, topo, bytes, {}, true), k).timeUs;
+  };
+  EXPECT_GT(time(Schedule::kDirect, true), 1.5 * time(Schedule::kDirect, false));
+  EXPECT_NEAR(time(Schedule::kRmacc, true), time(Schedule::kRmacc, false), 1e-6);
+  EXPECT_NEAR(time(Schedule::kPxn, true), time(Schedule::kPxn, false), 1e-6);
+}
+
+TEST(SimModel, HostBoundWhenEnqueueingIsSlow) {
+  Traffic t;
+  t.bytesPerRank = 64 << 10;
+  Cluster c = preset("h200");
+  c.nodes = 4;
+  auto bytes = makeTraffic(t, c.nodes, c.gpusPerNode);
+  plan::Plan p = buildSchedule(Schedule::kRmacc, Topology::blocks(4, 8), bytes, {}, false);
+  c.enqueueUsPerOp = 0.1;
+  EXPECT_FALSE(simulate(p, c).hostBound);
+  c.enqueueUsPerOp = 50;
+  EXPECT_TRUE(simulate(p, c).hostBound);
+}
+
+// --trace writes RMACC_TRACE_FILE's format, one file per rank (%r): an event per op on its lane,
+// and one on the "net" track per proxy put (post to the target's signal).
+TEST(SimModel, TraceHasAnEventPerOpAndPerNetworkPut) {
+  Traffic t;
+  t.bytesPerRank = 64 << 10;
+  const Cluster c = bare(2, 2);
+  plan::Plan p = buildSchedule(Schedule::kRmacc, Topology::blocks(2, 2),
+                               makeTraffic(t, 2, 2), {}, true);
+  char dir[] = "/tmp/rmacc-sim-trace-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string pattern = std::string(dir) + "/t.%r.json";
+  simulate(p, c, pattern);
+  for (int r = 0; r < 4; ++r) {
+    const std::string path = std::string(dir) + "/t." + std::to_string(r) + ".json";
+    FILE* f = fopen(path.c_str(), "r");
+    ASSERT_NE(f, nullptr) << path;
+    std::string text;
+    char buf[4096];
+    for (size_t k; (k = fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, k);
+    fclose(f);
+    remove(path.c_str());
+    auto count = [&](const std::string& needle) {
+      size_t n = 0;
+      for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+        ++n;
+      return n;
+    };
+    size_t proxyPuts = 0;
+    for (const Op& op : p.ranks[r].ops) proxyPuts += op.lane == Lane::kProxyPut;
+    EXPECT_EQ(text.front(), '[');
+    EXPECT_EQ(text[text.find_last_not_of('\n')], ']');
+    EXPECT_EQ(count("\"ph\":\"X\""), p.ranks[r].ops.size() + proxyPuts) << path;
+    EXPECT_EQ(count("\"tid\":\"net\""), proxyPuts) << path;
+  }
+  rmdir(dir);
+}
+
+TEST(SimTraffic, MoeDispatchSendsEachTokenOnceToEachRankItReaches) {
+  Traffic t;
+  t.kind = Traffic::Kind::kMoe;
+  t.moe = {64, 16, 2, 32, 4, 2, 0.5};
+  auto bytes = makeTraffic(t, 4, 2);
+  const uint64_t tokenBytes = 16 * 2;
+  for (int s = 0; s < 8; ++s) {
+    uint64_t row = 0;
+    for (int d = 0; d < 8; ++d) {
+      EXPECT_EQ(bytes[s * 8 + d] % tokenBytes, 0u);
+      row += bytes[s * 8 + d];
+    }
+    EXPECT_GE(row, 64 * tokenBytes);
+    EXPECT_LE(row, 64 * 4 * tokenBytes);
+  }
+  t.moe.experts = 30;  // does not spread over 8 ranks
+  EXPECT_THROW(makeTraffic(t, 4, 2), std::exception);
+}
+
+// Every cluster size of bench/RESULTS.md's plot, at a small size: the real plan builds, runs to
+// the end in the model, and no schedule beats the network bound.
+class SimClusterSizes : public ::testing::TestWithParam<int> {};
+
+TEST_P(SimClusterSizes, SmallUniformCall) {
+  Cluster c = preset("h200");
+  c.nodes = GetParam();
+  Traffic t;
+  t.bytesPerRank = (uint64_t)c.ranks() * 256;  // 256 bytes per block
+  auto bytes = makeTraffic(t, c.nodes, c.gpusPerNode);
+  const Topology topo = Topology::blocks(c.nodes, c.gpusPerNode);
+  for (Schedule s : {Schedule::kRmacc, Schedule::kDirect, Schedule::kPxn}) {
+    Result r = simulate(buildSchedule(s, topo, bytes, {}, c.nodes <= 16), c);
+    EXPECT_GT(r.timeUs, c.netLatencyUs) << scheduleName(s);
+    EXPECT_LE(r.algbw, boundAlgbw(c) * 1.0001) << scheduleName(s);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, SimClusterSizes, ::testing::Values(2, 4, 8, 16, 32, 64, 128));
+
+}  // namespace
+}  // namespace rmacc::sim

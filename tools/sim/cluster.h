@@ -1,0 +1,67 @@
+// The machine the simulator models: nodes of GPUs, each GPU with copy engines over NVLink, a
+// PCIe link to its NIC, and a NIC on its rail; plus the per-op costs of the host, the proxy and
+// stream memory operations. Bandwidths in GB/s (1e9 bytes/s), times in µs.
+#pragma once
+
+#include <string>
+
+namespace rmacc::sim {
+
+struct Cluster {
+  int nodes = 2;
+  int gpusPerNode = 8;
+
+  // Network. nicGBps: one GPU's NIC, each direction. Traffic between different rails (local
+  // rank i to local rank j != i of another node) crosses the spine: when crossRailPenalised,
+  // each NIC carries at most crossRailGBps of it per direction (EFA measured ~20 against ~44).
+  double nicGBps = 50;
+  bool crossRailPenalised = true;
+  double crossRailGBps = 22.7;      // 50 * 20/44
+  double fabricGBps = 0;            // > 0: one shared core every network byte crosses (loopback)
+  double netLatencyUs = 3;          // wire + NIC, first byte out to first byte in
+  int nicQueues = 1;                // messages a NIC moves at once (FIFO beyond)
+
+  // Inside a node. ceGBps: what one GPU's copy engines push out (and take in) over NVLink;
+  // ceConcurrent: copies a GPU runs at once (FIFO beyond); localCopyGBps: a copy within one
+  // GPU's memory; pcieGBps: GPU <-> NIC, each direction.
+  double ceGBps = 396;
+  int ceConcurrent = 4;
+  double localCopyGBps = 2129;
+  double pcieGBps = 55;
+
+  // Per-op costs: the time an op holds its stream or thread. ceOpUs: a stream launching one
+  // copy; memopUs: a stream memory operation (signal write, or noticing a wait is satisfied);
+  // eventUs: a cross-stream event wait; proxyOpUs: the proxy's CPU time per put it issues (and
+  // per signal it applies on arrival). signalLatencyUs: from a CE signal's write until a waiter
+  // on another GPU sees it (does not hold any stream).
+  double ceOpUs = 2;
+  double memopUs = 1;
+  double eventUs = 1;
+  double proxyOpUs = 2;
+  double signalLatencyUs = 4.8;
+
+  // Executor: copy streams per rank (RMACC_CE_STREAMS; CE ops to peer p use stream
+  // localRank(p) mod ceStreams, as src/exec/executor.cc).
+  int ceStreams = 1;
+
+  // Host, per call and rank: the fixed part (count exchange, call setup: hostFixedUs plus
+  // exchangeUsPerNode per node beyond the first), planning (planUsPerOp x the rank's ops; 0 =
+  // the plan cache hits) and enqueueing (enqueueUsPerOp per op, op by op: an op cannot start
+  // before the host has enqueued it).
+  double hostFixedUs = 20;
+  double exchangeUsPerNode = 0;
+  double planUsPerOp = 0;
+  double enqueueUsPerOp = 6;
+
+  int ranks() const { return nodes * gpusPerNode; }
+  std::string describe() const;
+  void validate() const;  // throws rmaccInvalidArgument naming the bad field
+};
+
+// Named parameter sets (bench/RESULTS.md says where each figure comes from):
+//  "h200"          an H200 node as measured here (CE 396 GB/s) with 50 GB/s NICs per GPU;
+//  "h200-loopback" the 2 x H200 machine with emulated nodes over loopback TCP (RESULTS §4-5).
+// Throws rmaccInvalidArgument for an unknown name.
+Cluster preset(const std::string& name);
+
+}  // namespace rmacc::sim

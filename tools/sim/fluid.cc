@@ -1,0 +1,140 @@
+#include "fluid.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+
+namespace rmacc::sim {
+
+int Fluid::addResource(const std::string& name, const std::string& kind, double bytesPerUs) {
+  RMACC_ARG_CHECK(bytesPerUs > 0, "resource %s needs a capacity > 0, got %g", name.c_str(),
+                  bytesPerUs);
+  res_.push_back({name, kind, bytesPerUs, 0, {}});
+  return (int)res_.size() - 1;
+}
+
+void Fluid::at(double t, Callback fn) {
+  int id;
+  if (freeCallbacks_.empty()) {
+    id = (int)callbacks_.size();
+    callbacks_.push_back(std::move(fn));
+  } else {
+    id = freeCallbacks_.back();
+    freeCallbacks_.pop_back();
+    callbacks_[id] = std::move(fn);
+  }
+  queue_.push({std::max(t, now_), seq_++, -1, 0, id});
+}
+
+// Brings a flow's remaining bytes up to now at its current rate, crediting its resources.
+void Fluid::advance(Flow& f) {
+  const double moved = std::min(f.remaining, f.rate * (now_ - f.since));
+  f.remaining -= moved;
+  for (int r : f.path) res_[r].carried += moved;
+  f.since = now_;
+}
+
+void Fluid::schedule(int id) {
+  Flow& f = flows_[id];
+  const double t = f.rate > 0 ? now_ + f.remaining / f.rate : std::numeric_limits<double>::max();
+  queue_.push({t, seq_++, id, ++f.version, -1});
+}
+
+void Fluid::rerate(int id) {
+  Flow& f = flows_[id];
+  advance(f);
+  double rate = std::numeric_limits<double>::max();
+  for (int r : f.path) rate = std::min(rate, res_[r].capacity / (double)res_[r].flows.size());
+  f.rate = rate;
+  schedule(id);
+}
+
+// Re-rates every active flow that shares a resource with `path` (each once).
+void Fluid::touch(const std::vector<int>& path, int except) {
+  std::vector<int> seen;
+  for (int r : path) {
+    for (int g : res_[r].flows) {
+      if (g == except || std::find(seen.begin(), seen.end(), g) != seen.end()) continue;
+      seen.push_back(g);
+      rerate(g);
+    }
+  }
+}
+
+void Fluid::transfer(double bytes, const std::vector<int>& path, Callback done) {
+  if (bytes <= 0 || path.empty()) {
+    at(now_, std::move(done));
+    return;
+  }
+  int id;
+  if (freeFlows_.empty()) {
+    id = (int)flows_.size();
+    flows_.emplace_back();
+  } else {
+    id = freeFlows_.back();
+    freeFlows_.pop_back();
+  }
+  // Neighbours move at their old rates up to now before the new flow changes their shares.
+  for (int r : path)
+    for (int g : res_[r].flows) advance(flows_[g]);
+  Flow& f = flows_[id];
+  f.path = path;
+  f.slot.assign(path.size(), 0);
+  f.remaining = bytes;
+  f.since = now_;
+  f.done = std::move(done);
+  f.active = true;
+  for (size_t k = 0; k < path.size(); ++k) {
+    f.slot[k] = (int)res_[path[k]].flows.size();
+    res_[path[k]].flows.push_back(id);
+  }
+  rerate(id);
+  touch(path, id);
+}
+
+void Fluid::finishFlow(int id) {
+  Flow& f = flows_[id];
+  advance(f);
+  for (int r : f.path) res_[r].carried += f.remaining;  // rounding leftovers
+  for (size_t k = 0; k < f.path.size(); ++k) {
+    auto& list = res_[f.path[k]].flows;
+    const int pos = f.slot[k], moved = list.back();
+    list[pos] = moved;
+    list.pop_back();
+    if (moved != id) {
+      Flow& m = flows_[moved];
+      for (size_t q = 0; q < m.path.size(); ++q)
+        if (m.path[q] == f.path[k] && m.slot[q] == (int)list.size()) m.slot[q] = pos;
+    }
+  }
+  f.active = false;
+  ++f.version;
+  Callback done = std::move(f.done);
+  std::vector<int> path = std::move(f.path);
+  freeFlows_.push_back(id);
+  touch(path, -1);
+  done();
+}
+
+double Fluid::run() {
+  while (!queue_.empty()) {
+    Event e = queue_.top();
+    queue_.pop();
+    if (e.flow >= 0) {
+      if (!flows_[e.flow].active || flows_[e.flow].version != e.version) continue;
+      now_ = e.t;
+      ++events_;
+      finishFlow(e.flow);
+    } else {
+      now_ = e.t;
+      ++events_;
+      Callback fn = std::move(callbacks_[e.callback]);
+      freeCallbacks_.push_back(e.callback);
+      fn();
+    }
+  }
+  return now_;
+}
+
+}  // namespace rmacc::sim

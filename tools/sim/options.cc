@@ -1,0 +1,139 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "core/error.h"
+
+namespace rmacc::sim {
+namespace {
+
+const char* kUsage =
+    "usage: rmacc-sim [options]\n"
+    "cluster:  --preset h200|h200-loopback (first)  --nodes N  --gpus L  --nic GBPS\n"
+    "          --cross-rail GBPS | --no-cross-rail-penalty  --fabric GBPS  --latency US\n"
+    "          --nic-queues K  --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
+    "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
+    "          --ce-streams K\n"
+    "host:     --host-us US  --exchange-us-per-node US  --plan-us-per-op US\n"
+    "          --enqueue-us-per-op US\n"
+    "traffic:  --traffic uniform|random|zipf|moe  --bytes SIZE (per rank)  --seed S\n"
+    "          moe: --tokens T --hidden H --elem-bytes B --experts E --topk K\n"
+    "               --node-limit M --skew S\n"
+    "planner:  --relay-bytes SIZE  --relay-slots S  --max-put SIZE\n"
+    "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
+
+double number(const std::string& opt, const char* v) {
+  char* end = nullptr;
+  errno = 0;
+  double x = strtod(v, &end);
+  RMACC_ARG_CHECK(end != v && *end == 0 && errno == 0 && x >= 0,
+                  "%s: '%s' is not a number >= 0", opt.c_str(), v);
+  return x;
+}
+
+int integer(const std::string& opt, const char* v, int lo, int hi) {
+  double x = number(opt, v);
+  RMACC_ARG_CHECK(x == (double)(int64_t)x && x >= lo && x <= hi,
+                  "%s: '%s' is not an integer in %d..%d", opt.c_str(), v, lo, hi);
+  return (int)x;
+}
+
+uint64_t size(const std::string& opt, const char* v) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  RMACC_ARG_CHECK(end != v && errno == 0 && v[0] != '-', "%s: '%s' is not a size", opt.c_str(), v);
+  int shift = 0;
+  if (*end == 'K' || *end == 'k') shift = 10;
+  else if (*end == 'M' || *end == 'm') shift = 20;
+  else if (*end == 'G' || *end == 'g') shift = 30;
+  if (shift) ++end;
+  RMACC_ARG_CHECK(*end == 0 && x <= (~0ull >> shift), "%s: '%s' is not a size (e.g. 16M)",
+                  opt.c_str(), v);
+  return (uint64_t)x << shift;
+}
+
+}  // namespace
+
+SimOptions parseOptions(int argc, char** argv) {
+  SimOptions o;
+  Cluster& c = o.cluster;
+  MoeRouter& m = o.traffic.moe;
+  int slots = 4;
+  using Setter = std::function<void(const std::string&, const char*)>;
+  const std::map<std::string, Setter> withValue = {
+      {"--preset", [&](auto&, auto v) { c = preset(v); }},
+      {"--nodes", [&](auto& k, auto v) { c.nodes = integer(k, v, 1, 4096); }},
+      {"--gpus", [&](auto& k, auto v) { c.gpusPerNode = integer(k, v, 1, 64); }},
+      {"--nic", [&](auto& k, auto v) { c.nicGBps = number(k, v); }},
+      {"--cross-rail", [&](auto& k, auto v) { c.crossRailGBps = number(k, v); }},
+      {"--fabric", [&](auto& k, auto v) { c.fabricGBps = number(k, v); }},
+      {"--latency", [&](auto& k, auto v) { c.netLatencyUs = number(k, v); }},
+      {"--nic-queues", [&](auto& k, auto v) { c.nicQueues = integer(k, v, 1, 1024); }},
+      {"--ce", [&](auto& k, auto v) { c.ceGBps = number(k, v); }},
+      {"--ce-copies", [&](auto& k, auto v) { c.ceConcurrent = integer(k, v, 1, 64); }},
+      {"--local-copy", [&](auto& k, auto v) { c.localCopyGBps = number(k, v); }},
+      {"--pcie", [&](auto& k, auto v) { c.pcieGBps = number(k, v); }},
+      {"--ce-op", [&](auto& k, auto v) { c.ceOpUs = number(k, v); }},
+      {"--memop", [&](auto& k, auto v) { c.memopUs = number(k, v); }},
+      {"--event", [&](auto& k, auto v) { c.eventUs = number(k, v); }},
+      {"--proxy-op", [&](auto& k, auto v) { c.proxyOpUs = number(k, v); }},
+      {"--signal-latency", [&](auto& k, auto v) { c.signalLatencyUs = number(k, v); }},
+      {"--ce-streams", [&](auto& k, auto v) { c.ceStreams = integer(k, v, 1, 64); }},
+      {"--host-us", [&](auto& k, auto v) { c.hostFixedUs = number(k, v); }},
+      {"--exchange-us-per-node", [&](auto& k, auto v) { c.exchangeUsPerNode = number(k, v); }},
+      {"--plan-us-per-op", [&](auto& k, auto v) { c.planUsPerOp = number(k, v); }},
+      {"--enqueue-us-per-op", [&](auto& k, auto v) { c.enqueueUsPerOp = number(k, v); }},
+      {"--traffic", [&](auto&, auto v) { o.traffic.kind = trafficKind(v); }},
+      {"--bytes", [&](auto& k, auto v) { o.traffic.bytesPerRank = size(k, v); }},
+      {"--seed", [&](auto& k, auto v) { o.traffic.seed = (uint64_t)number(k, v); }},
+      {"--tokens", [&](auto& k, auto v) { m.tokensPerGpu = integer(k, v, 0, 1 << 24); }},
+      {"--hidden", [&](auto& k, auto v) { m.hidden = integer(k, v, 1, 1 << 20); }},
+      {"--elem-bytes", [&](auto& k, auto v) { m.bytesPerElem = integer(k, v, 1, 16); }},
+      {"--experts", [&](auto& k, auto v) { m.experts = integer(k, v, 1, 1 << 20); }},
+      {"--topk", [&](auto& k, auto v) { m.topK = integer(k, v, 1, 1024); }},
+      {"--node-limit", [&](auto& k, auto v) { m.nodesPerToken = integer(k, v, 0, 4096); }},
+      {"--skew", [&](auto& k, auto v) { m.skew = number(k, v); }},
+      {"--relay-bytes", [&](auto& k, auto v) { o.relayBytes = size(k, v); }},
+      {"--relay-slots", [&](auto& k, auto v) { slots = integer(k, v, 2, 1024); }},
+      {"--max-put", [&](auto& k, auto v) { o.planner.maxPutBytes = size(k, v); }},
+      {"--trace", [&](auto&, auto v) { o.tracePath = v; }},
+      {"--schedule",
+       [&](auto&, auto v) {
+         o.schedules = std::string(v) == "all"
+                           ? std::vector<Schedule>{Schedule::kRmacc, Schedule::kDirect,
+                                                   Schedule::kPxn}
+                           : std::vector<Schedule>{scheduleByName(v)};
+       }},
+  };
+  for (int a = 1; a < argc; ++a) {
+    const std::string k = argv[a];
+    if (k == "--help" || k == "-h") {
+      fputs(kUsage, stdout);
+      exit(0);
+    }
+    if (k == "--no-verify") o.verify = false;
+    else if (k == "--json") o.json = true;
+    else if (k == "--no-cross-rail-penalty") c.crossRailPenalised = false;
+    else {
+      auto it = withValue.find(k);
+      RMACC_ARG_CHECK(it != withValue.end(), "unknown option '%s' (see --help)", k.c_str());
+      RMACC_ARG_CHECK(a + 1 < argc, "%s needs a value", k.c_str());
+      it->second(k, argv[++a]);
+    }
+  }
+  c.validate();
+  RMACC_ARG_CHECK(o.relayBytes / slots >= 1024, "relay slot of %llu bytes: need at least 1024",
+                  (unsigned long long)(o.relayBytes / slots));
+  o.planner.slots = slots;
+  o.planner.slotBytes = o.relayBytes / slots;
+  RMACC_ARG_CHECK(o.planner.maxPutBytes > 0, "--max-put must be > 0");
+  return o;
+}
+
+}  // namespace rmacc::sim
