@@ -8,7 +8,8 @@
 #include "core/log.h"
 #include "exec/signal_space.h"
 #include "exec/trace.h"
-#include "plan/planner.h"
+#include "plan/plan_internal.h"
+#include "plan/rank_planner.h"
 
 namespace rmacc {
 
@@ -152,28 +153,40 @@ void CollectiveEngine::progressLoop() {
   }
 }
 
-std::shared_ptr<const plan::Plan> CollectiveEngine::planFor(const std::vector<uint64_t>& bytes) {
+// This rank's part of the plan (plan/rank_planner.h), cached by what it depends on: the
+// inputs, with each relay step reduced to its slot and whether earlier steps exist.
+std::shared_ptr<const plan::RankPlan> CollectiveEngine::planFor(const std::vector<uint64_t>& bytes) {
   const Config& cfg = comm_.cfg();
   plan::Options opt;
   opt.slots = cfg.relaySlots;
   opt.slotBytes = cfg.relayBytes / cfg.relaySlots;
   opt.maxPutBytes = cfg.maxPutBytes;
   opt.entrySignals = cfg.entrySync == EntrySync::kSignals;
-  // The plan depends on the counts and, per relay, on the slot the next step uses and on
-  // whether earlier steps exist whose credits it must wait for.
-  std::string key(reinterpret_cast<const char*>(bytes.data()), bytes.size() * sizeof(uint64_t));
-  for (uint64_t steps : carry_.relaySteps) {
-    uint64_t k[2] = {steps % (uint64_t)opt.slots, std::min<uint64_t>(steps, opt.slots)};
-    key.append(reinterpret_cast<const char*>(k), sizeof(k));
-  }
+  const plan::MatrixInputs inputs(comm_.topo(), bytes, opt, carry_);
+  const plan::RankInputs in = inputs.of(comm_.rank());
+  carry_ = inputs.after();
+  std::string key;
+  auto append = [&key](const auto& v) {
+    key.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+  };
+  std::vector<uint64_t> steps;
+  for (uint64_t t : in.writerStep) steps.insert(steps.end(), {t % opt.slots, std::min<uint64_t>(t, opt.slots)});
+  steps.insert(steps.end(), {in.relayStepsBefore % opt.slots, std::min<uint64_t>(in.relayStepsBefore, opt.slots)});
+  for (const std::vector<uint64_t>* v : {&in.send, &in.recv, &in.relayIn, &in.roundChunks, &in.forwardSignals})
+    append(*v);
+  append(steps);
+  append(in.forwardLastBatch);
   for (auto it = planCache_.begin(); it != planCache_.end(); ++it) {
     if (it->first != key) continue;
     planCache_.splice(planCache_.begin(), planCache_, it);
     return it->second;
   }
-  auto p = std::make_shared<const plan::Plan>(
-      plan::makeAlltoallvPlan(comm_.topo(), bytes, opt, carry_));
-  if (cfg.dumpPlan) fprintf(stderr, "%s", p->dump(comm_.rank()).c_str());
+  auto p = std::make_shared<const plan::RankPlan>(plan::makeRankPlan(comm_.topo(), opt, in).plan);
+  if (cfg.dumpPlan) {
+    std::string text;
+    for (size_t i = 0; i < p->ops.size(); ++i) text += plan::formatOp(p->ops[i], comm_.rank(), (int)i) + "\n";
+    fprintf(stderr, "%s", text.c_str());
+  }
   planCache_.emplace_front(key, p);
   if (planCache_.size() > kPlanCacheSize) planCache_.pop_back();
   return p;
@@ -358,8 +371,7 @@ void CollectiveEngine::runTask(Task& task) {
   }
 
   // --- Plan and run.
-  std::shared_ptr<const plan::Plan> p = planFor(bytes);
-  for (int r = 0; r < n; ++r) carry_.relaySteps[r] += p->after.relaySteps[r] - p->before.relaySteps[r];
+  std::shared_ptr<const plan::RankPlan> p = planFor(bytes);
 
   CallBuffers b;
   b.send = static_cast<const char*>(a.sendbuff);

@@ -72,7 +72,7 @@ class CollectiveEngine {
   void checkPeerTarget(int r, const MetaHeader& h, const uint64_t* offsets,
                        const std::vector<uint64_t>& bytes, size_t mapped) const;
   void fail(uint64_t seq, rmaccResult_t code, const std::string& text);
-  std::shared_ptr<const plan::Plan> planFor(const std::vector<uint64_t>& bytes);
+  std::shared_ptr<const plan::RankPlan> planFor(const std::vector<uint64_t>& bytes);
   // A peer's receive target mapped here, cached by its export handle.
   // The mapping stays cached until no enqueued call may still copy into it.
   std::shared_ptr<Mapping> peerMapping(const ExportHandle& handle, uint64_t seq);
@@ -98,7 +98,7 @@ class CollectiveEngine {
   std::map<std::string, PeerMap> peerMaps_;
 
   plan::Carry carry_;
-  std::list<std::pair<std::string, std::shared_ptr<const plan::Plan>>> planCache_;  // LRU
+  std::list<std::pair<std::string, std::shared_ptr<const plan::RankPlan>>> planCache_;  // LRU
 
   std::mutex mu_;
   std::condition_variable cv_;

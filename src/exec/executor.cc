@@ -118,10 +118,10 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
   }
 }
 
-void Executor::run(const plan::Plan& plan, const CallBuffers& buffers, Event& start,
+void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, Event& start,
                    bool entryBarrier, const std::vector<CopyDesc>& finish,
                    volatile uint64_t* doneFlag, uint64_t doneValue, uint64_t callSeq) {
-  const std::vector<Op>& ops = plan.ranks[comm_.rank()].ops;
+  const std::vector<Op>& ops = plan.ops;
   nextEvent_ = 0;
 
   // Every lane starts after the user's earlier work and after the previous call finished

@@ -33,10 +33,10 @@ class Executor {
   explicit Executor(Comm& comm);
   ~Executor();
 
-  // Enqueues the ops of `plan` for this rank. Every lane first waits for `start` (the user's
+  // Enqueues this rank's ops (plan/rank_planner.h). Every lane first waits for `start` (the user's
   // work before the call) and for the previous call's completion; when all lanes are done,
   // `join` runs `finish` work (copies) then writes `doneValue` to `doneFlag`.
-  void run(const plan::Plan& plan, const CallBuffers& buffers, Event& start, bool entryBarrier,
+  void run(const plan::RankPlan& plan, const CallBuffers& buffers, Event& start, bool entryBarrier,
            const std::vector<CopyDesc>& finish, volatile uint64_t* doneFlag, uint64_t doneValue,
            uint64_t callSeq);
   // The highest relay byte this rank has written into any peer's relay buffer (end offset),
