@@ -1,10 +1,11 @@
 // Control-plane cost of one AlltoAllV call against rank count (issue 18), on the host alone:
 // - global: the reference planner building every rank's ops (what the library ran before);
-// - inputs: deriving one rank's RankInputs from the full byte matrix (what the library does
-//   while the count exchange still gathers the matrix; O(n^2));
-// - rank plan: one rank's own plan from its inputs (what the library runs per call);
-// - ops per rank, and the count-exchange bytes per rank per call of the full-matrix protocol
-//   against the per-rank protocol of DESIGN.md §2, computed from the message layouts.
+// - inputs: the reference derivation of one rank's RankInputs from the whole byte matrix
+//   (O(n^2); tests only: the library gets them from the count exchange);
+// - rank plan: one rank's own plan from its inputs (what the library runs per call), and the
+//   grouping of its ops into backend calls (plan/op_groups.h);
+// - ops and groups per rank, and the count-exchange bytes per rank per call of the old
+//   full-matrix protocol against src/exec/count_exchange.h, computed from the message layouts.
 // New counts on every call (~1 MiB blocks, +-50%), default options, 8 ranks per node.
 // Usage: rmacc-planbench [maxRanks=1024] [calls=20] [globalMaxRanks=256]
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "plan/op_groups.h"
 #include "plan/planner.h"
 #include "plan/rank_planner.h"
 
@@ -31,25 +33,24 @@ std::vector<uint64_t> moeCounts(std::mt19937_64& rng, int n) {
   return b;
 }
 
-// Bytes one rank sends plus receives per call (control plane and shared memory reads).
-// Full-matrix protocol (collective.cc before issue 18): each rank's record is a ~128-byte
-// header plus 3 x n u64; the node gather reads L-1 records, the rail round sends the node's L
-// records to each of nNodes-1 rail peers and receives as many.
+// Bytes one rank sends plus receives per call on the control plane, plus what it reads from
+// its node-mates' shared records, from the message layouts (a 176-byte MetaHeader, a 32-byte
+// verdict). The per-rank formula matches what RMACC_DEBUG=INFO logs per call on emulated nodes.
+// Full-matrix protocol (before issue 18): each rank's record is the header plus 3 x n u64; the
+// node gather reads L-1 records, the rail round sends the node's L records to each of nNodes-1
+// rail peers and receives as many.
 double fullMatrixBytes(int nNodes, int L) {
-  const double rec = 128 + 24.0 * nNodes * L;
+  const double rec = 176 + 24.0 * nNodes * L;
   return (L - 1) * rec + 2.0 * (nNodes - 1) * L * rec;
 }
-// Per-rank protocol (DESIGN.md §2 "Count exchange"): node gather 1 reads from each of L-1
-// mates its header, its count to this rank, and for this rank's rail: nNodes expectations,
-// nNodes receive offsets and nNodes round chunks; rail round 1 trades with each rail peer a
-// 64-byte header plus L counts and one reduction value; rail round 2 a 24-byte reply; node
-// gather 2 reads (signals, last batch) and a verdict from each mate.
+// Per-rank protocol (src/exec/count_exchange.h): node gather 1 reads from each mate its
+// header, verdict, its count to this rank and, for this rank's rail, nNodes expectations,
+// receive offsets and round chunks; node gather 2 a verdict and (signals, last batch); each rail
+// round trades one message with each rail peer: 48 + 32 + 8L bytes, then 24 + 32.
 double perRankBytes(int nNodes, int L) {
-  const double gather1 = (L - 1) * (128 + 8 + 3 * 8.0 * nNodes);
-  const double rail1 = 2.0 * (nNodes - 1) * (64 + 8.0 * L + 8);
-  const double rail2 = 2.0 * (nNodes - 1) * 24;
-  const double gather2 = (L - 1) * (8 + 16.0);
-  return gather1 + rail1 + rail2 + gather2;
+  const double shared = (L - 1) * (176 + 32 + 8 * (3.0 * nNodes + 1) + 32 + 16);
+  const double rail = 2.0 * (nNodes - 1) * ((48 + 32 + 8.0 * L) + (24 + 32));
+  return shared + rail;
 }
 
 }  // namespace
@@ -59,14 +60,15 @@ int main(int argc, char** argv) {
   const int calls = argc > 2 ? atoi(argv[2]) : 20;
   const int globalMax = argc > 3 ? atoi(argv[3]) : 256;
   const int L = 8;
-  printf("%6s %7s %12s %12s %12s %10s %14s %14s\n", "ranks", "nodes", "global(ms)",
-         "inputs(ms)", "rankplan(ms)", "ops/rank", "xchg full(B)", "xchg rank(B)");
+  printf("%6s %6s %11s %11s %13s %13s %9s %9s %13s %13s\n", "ranks", "nodes", "global(ms)",
+         "inputs(ms)", "rankplan(ms)", "+groups(ms)", "ops/rank", "groups", "xchg old(B)",
+         "xchg new(B)");
   for (int n = 16; n <= maxRanks; n *= 2) {
     const Topology topo = Topology::blocks(n / L, L);
     const Options o;
     std::mt19937_64 rng(n);
-    double tGlobal = -1, tInputs = 0, tPlan = 0;
-    size_t ops = 0;
+    double tGlobal = -1, tInputs = 0, tPlan = 0, tGroups = 0;
+    size_t ops = 0, groups = 0;
     Carry carry;
     for (int c = 0; c < calls; ++c) {
       const auto bytes = moeCounts(rng, n);
@@ -77,6 +79,8 @@ int main(int argc, char** argv) {
       double t1 = now();
       const RankPlanResult r = makeRankPlan(topo, o, in);
       double t2 = now();
+      groups += groupOps(r.plan).size();
+      tGroups += now() - t2;
       tInputs += t1 - t0;
       tPlan += t2 - t1;
       ops += r.plan.ops.size();
@@ -87,9 +91,10 @@ int main(int argc, char** argv) {
       }
       carry = inputs.after();
     }
-    printf("%6d %7d %12.3f %12.3f %12.4f %10zu %14.0f %14.0f\n", n, n / L,
+    printf("%6d %6d %11.3f %11.3f %13.4f %13.4f %9zu %9zu %13.0f %13.0f\n", n, n / L,
            tGlobal < 0 ? -1.0 : tGlobal * 1e3, tInputs / calls * 1e3, tPlan / calls * 1e3,
-           ops / calls, fullMatrixBytes(n / L, L), perRankBytes(n / L, L));
+           tGroups / calls * 1e3, ops / calls, groups / calls, fullMatrixBytes(n / L, L),
+           perRankBytes(n / L, L));
   }
   return 0;
 }
