@@ -267,6 +267,9 @@ void RankPlanner::addFinalWaits() {
 }
 
 RankPlanResult RankPlanner::run() {
+  // Dense counts give about 2n + 6(L + nNodes) ops; reserving avoids regrowing (and
+  // re-faulting) the largest buffer of the call.
+  drafts_.reserve(2 * (size_t)topo_.nRanks() + 6 * (size_t)(L_ + nNodes_));
   work_.entriesRead += in_.roundChunks.size();
   roundBase_ = roundBases(in_.roundChunks);
   addEntry();
