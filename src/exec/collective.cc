@@ -261,10 +261,44 @@ void CollectiveEngine::checkPeerTarget(int j, const CountExchange::Result& x, si
   }
 }
 
-void CollectiveEngine::runTask(Task& task) {
+// Where this call's ops read and write: this rank's buffers, its mates' targets (mapped and
+// checked) with the offsets of the blocks this rank writes there, its rail peers' targets.
+void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result& x, CallBuffers& b) {
   const int n = comm_.nRanks(), me = comm_.rank();
   const Topology& topo = comm_.topo();
   const int node = topo.nodeOf(me), local = topo.localRankOf(me);
+  const AlltoallvArgs& a = task.args;
+  b.send = static_cast<const char*>(a.sendbuff);
+  b.recv = static_cast<char*>(a.recvbuff);
+  b.sendOffset = a.sendOffset;
+  b.recvOffset = a.recvOffset;
+  b.relay = relayAlloc_ ? static_cast<char*>(relayAlloc_->ptr()) : nullptr;
+  b.peerRelay = peerRelay_;
+  b.peerRecv.resize(n);
+  b.peerRecvOffset.resize(n);  // rows only for the ranks this one writes into
+  for (int j = 0; j < topo.localSize(); ++j) {
+    const int r = topo.rankAt(node, j);
+    if (r == me) continue;
+    b.peerRecvOffset[r].assign(n, 0);
+    for (int nd = 0; nd < topo.nNodes(); ++nd)
+      b.peerRecvOffset[r][topo.rankAt(nd, local)] = x.localOffset[j][nd];
+    const MetaHeader& hr = x.localHeader[j];
+    if (!hr.exportable) continue;
+    auto m = peerMapping(hr.handle.handle(), task.seq);
+    checkPeerTarget(j, x, m->size());
+    b.peerRecv[r].local = static_cast<char*>(m->ptr()) + hr.targetBase;
+  }
+  for (int nd = 0; nd < topo.nNodes(); ++nd) {
+    if (nd == node) continue;
+    const int r = topo.rankAt(nd, local);
+    b.peerRecvOffset[r].assign(n, 0);
+    b.peerRecvOffset[r][me] = x.railOffset[nd];
+    b.peerRecv[r].remote = x.railRemote[nd];
+  }
+}
+
+void CollectiveEngine::runTask(Task& task) {
+  const int n = comm_.nRanks();
   AlltoallvArgs& a = task.args;
   double t0 = monotonicSeconds();
   bool bad = !a.rejected.empty();
@@ -296,33 +330,7 @@ void CollectiveEngine::runTask(Task& task) {
   // --- Plan this rank's part and run it.
   std::shared_ptr<const plan::RankPlan> p = planFor(x.inputs);
   CallBuffers b;
-  b.send = static_cast<const char*>(a.sendbuff);
-  b.recv = static_cast<char*>(a.recvbuff);
-  b.sendOffset = a.sendOffset;
-  b.recvOffset = a.recvOffset;
-  b.relay = relayAlloc_ ? static_cast<char*>(relayAlloc_->ptr()) : nullptr;
-  b.peerRelay = peerRelay_;
-  b.peerRecv.resize(n);
-  b.peerRecvOffset.resize(n);  // rows only for the ranks this one writes into
-  for (int j = 0; j < topo.localSize(); ++j) {
-    const int r = topo.rankAt(node, j);
-    if (r == me) continue;
-    b.peerRecvOffset[r].assign(n, 0);
-    for (int nd = 0; nd < topo.nNodes(); ++nd)
-      b.peerRecvOffset[r][topo.rankAt(nd, local)] = x.localOffset[j][nd];
-    const MetaHeader& hr = x.localHeader[j];
-    if (!hr.exportable) continue;
-    auto m = peerMapping(hr.handle.handle(), task.seq);
-    checkPeerTarget(j, x, m->size());
-    b.peerRecv[r].local = static_cast<char*>(m->ptr()) + hr.targetBase;
-  }
-  for (int nd = 0; nd < topo.nNodes(); ++nd) {
-    if (nd == node) continue;
-    const int r = topo.rankAt(nd, local);
-    b.peerRecvOffset[r].assign(n, 0);
-    b.peerRecvOffset[r][me] = x.railOffset[nd];
-    b.peerRecv[r].remote = x.railRemote[nd];
-  }
+  setBuffers(task, x, b);
   executor_->run(*p, b, *task.start, comm_.cfg().entrySync == EntrySync::kBarrier, finish,
                  doneFlag_, task.seq, task.seq);
   // Where a call's host time goes (bench/host.sh and bench/gpu.sh average these).
