@@ -345,6 +345,45 @@ TEST(Alltoallv, PutsSplitAtAnOddMaxPutBytes) {
            });
 }
 
+// The count exchange checks each count where it meets the receiver's expectation (a node-mate,
+// or the relay of the receiver's node on the sender's rail) and spreads one verdict: a mismatch
+// between any two ranks, whoever sees it, fails the call on every rank, names the same pair
+// everywhere, and moves nothing; the next call works.
+TEST(Alltoallv, MismatchAnywhereFailsEverywhere) {
+  const Topo shape{3, 2};  // ranks 2a, 2a+1 on node a
+  const int n = 6;
+  struct Pair {
+    int src, dst;
+  };
+  // Same node; rail peers (direct put); different nodes and rails (through a relay); a rank
+  // with itself; two at once (the lowest (sender, receiver) pair is reported).
+  const std::vector<std::vector<Pair>> cases = {{{0, 1}}, {{2, 4}}, {{1, 4}}, {{3, 3}},
+                                                {{4, 1}, {5, 0}}};
+  runRanks(n, optionsFor(shape), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int me = ctx.rank;
+    auto counts = makeCounts(Pattern::kUniform, n, 40, 7);
+    for (const auto& pairs : cases) {
+      Layout l = makeLayout(counts, n, me, 7);
+      for (const Pair& p : pairs)
+        if (me == p.dst) l.recvcounts[p.src] -= 1;
+      std::vector<uint8_t> send(l.sendElems * 4 + 4), recv(l.recvElems * 4 + 4, kPoison);
+      fillSend(send.data(), l, 4, me, 7);
+      EXPECT_EQ(rmaccAlltoAllv(send.data(), l.sendcounts.data(), l.sdispls.data(), recv.data(),
+                               l.recvcounts.data(), l.rdispls.data(), rmaccFloat32, comm.get(),
+                               comm.stream()), rmaccSuccess);
+      EXPECT_EQ(comm.sync(), rmaccInvalidUsage);
+      const std::string want = "rank " + std::to_string(pairs[0].src) + " sends " +
+                               std::to_string(counts[pairs[0].src * n + pairs[0].dst] * 4) +
+                               " bytes to rank " + std::to_string(pairs[0].dst);
+      EXPECT_NE(std::string(comm.lastError()).find(want), std::string::npos)
+          << comm.lastError() << " (want: " << want << ")";
+      for (uint8_t byte : recv) ASSERT_EQ(byte, kPoison) << "a receive buffer was touched";
+    }
+    oneCall(comm, counts, rmaccFloat32, false, 7, comm.stream());
+  });
+}
+
 // A rank killed between calls: the survivors' next AlltoAllV fails within RMACC_TIMEOUT_S.
 // Across nodes the count exchange runs on the control plane (a closed socket); within one node
 // through shared memory (the exchange watches the peer's process).

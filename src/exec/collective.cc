@@ -12,32 +12,12 @@
 #include "core/log.h"
 #include "exec/signal_space.h"
 #include "exec/trace.h"
-#include "plan/planner.h"
+#include "plan/plan_internal.h"
+#include "plan/rank_planner.h"
 
 namespace rmacc {
 
-// What every rank contributes to a call's count exchange. Followed by three arrays of nRanks
-// u64: send bytes by destination, receive bytes by origin, and the offset in this rank's
-// receive target where the block from each origin must land.
-struct MetaHeader {
-  uint64_t seq;
-  uint64_t callSeq;      // the communicator's collective call number (Comm::beginCall)
-  uint32_t rejected;     // this rank's arguments were invalid: every rank skips the call
-  uint32_t exportable;   // `handle` maps the target of blocks written by this node's ranks
-  uint64_t targetBase;   // offset of that target in the exported allocation
-  RemoteRegion remote;   // the target of blocks written by rail peers of other nodes
-  HandleRecord handle;
-};
-
 namespace {
-
-// One rank's part of a call's count exchange: its header, then its send counts, receive
-// counts and receive-target offsets, n of each.
-size_t recordBytes(int n) { return sizeof(MetaHeader) + 3 * (size_t)n * sizeof(uint64_t); }
-
-// Control-plane tag of the count exchange's rail messages (one stream of them per peer pair;
-// messages of one (peer, tag) arrive in order, which orders the calls).
-constexpr uint32_t kCountsTag = 0x434e5453;  // "CNTS"
 
 std::atomic<CountRecordHook> countRecordHook{nullptr};
 
@@ -58,7 +38,6 @@ CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
   doneDeviceAlloc_ = comm.backend().allocate(sizeof(uint64_t));  // zeroed
   doneDevice_ = static_cast<volatile uint64_t*>(doneDeviceAlloc_->ptr());
   peerRelay_.resize(n);
-  carry_.relaySteps.assign(n, 0);
   // Relays exist only when data crosses nodes on a rail other than its destination's.
   if (topo.nNodes() > 1 && topo.localSize() > 1) {
     relayAlloc_ = comm.backend().allocateNicVisible(comm.cfg().relayBytes);
@@ -75,9 +54,8 @@ CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
   remoteStaging_ = std::make_unique<StagingBuffer>(
       [&be](size_t b) { return be.allocateNicVisible(b); }, comm.proxy());
   executor_ = std::make_unique<Executor>(comm);
-  if (topo.localSize() > 1)
-    nodeGather_ = std::make_unique<NodeGather>(comm.bootstrap(), topo, comm.rank(), recordBytes(n),
-                                               comm.cfg().timeoutS);
+  counts_ = std::make_unique<CountExchange>(comm.bootstrap(), topo, comm.rank(), planOptions(),
+                                            comm.cfg().timeoutS);
   thread_ = std::thread([this] { progressLoop(); });
 }
 
@@ -185,28 +163,42 @@ void CollectiveEngine::quiesce() {
   executor_->drain();
 }
 
-std::shared_ptr<const plan::Plan> CollectiveEngine::planFor(const std::vector<uint64_t>& bytes) {
+plan::Options CollectiveEngine::planOptions() const {
   const Config& cfg = comm_.cfg();
   plan::Options opt;
   opt.slots = cfg.relaySlots;
   opt.slotBytes = cfg.relayBytes / cfg.relaySlots;
   opt.maxPutBytes = cfg.maxPutBytes;
   opt.entrySignals = cfg.entrySync == EntrySync::kSignals;
-  // The plan depends on the counts and, per relay, on the slot the next step uses and on
-  // whether earlier steps exist whose credits it must wait for.
-  std::string key(reinterpret_cast<const char*>(bytes.data()), bytes.size() * sizeof(uint64_t));
-  for (uint64_t steps : carry_.relaySteps) {
-    uint64_t k[2] = {steps % (uint64_t)opt.slots, std::min<uint64_t>(steps, opt.slots)};
-    key.append(reinterpret_cast<const char*>(k), sizeof(k));
-  }
+  return opt;
+}
+
+// This rank's part of the plan (plan/rank_planner.h), cached by what it depends on: the
+// inputs, with each relay step reduced to its slot and whether earlier steps exist.
+std::shared_ptr<const plan::RankPlan> CollectiveEngine::planFor(const plan::RankInputs& in) {
+  const plan::Options opt = planOptions();
+  std::string key;
+  auto append = [&key](const auto& v) {
+    key.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+  };
+  std::vector<uint64_t> steps;
+  for (uint64_t t : in.writerStep) steps.insert(steps.end(), {t % opt.slots, std::min<uint64_t>(t, opt.slots)});
+  steps.insert(steps.end(), {in.relayStepsBefore % opt.slots, std::min<uint64_t>(in.relayStepsBefore, opt.slots)});
+  for (const std::vector<uint64_t>* v : {&in.send, &in.recv, &in.relayIn, &in.roundChunks, &in.forwardSignals})
+    append(*v);
+  append(steps);
+  append(in.forwardLastBatch);
   for (auto it = planCache_.begin(); it != planCache_.end(); ++it) {
     if (it->first != key) continue;
     planCache_.splice(planCache_.begin(), planCache_, it);
     return it->second;
   }
-  auto p = std::make_shared<const plan::Plan>(
-      plan::makeAlltoallvPlan(comm_.topo(), bytes, opt, carry_));
-  if (cfg.dumpPlan) fprintf(stderr, "%s", p->dump(comm_.rank()).c_str());
+  auto p = std::make_shared<const plan::RankPlan>(plan::makeRankPlan(comm_.topo(), opt, in).plan);
+  if (comm_.cfg().dumpPlan) {
+    std::string text;
+    for (size_t i = 0; i < p->ops.size(); ++i) text += plan::formatOp(p->ops[i], comm_.rank(), (int)i) + "\n";
+    fprintf(stderr, "%s", text.c_str());
+  }
   planCache_.emplace_front(key, p);
   if (planCache_.size() > kPlanCacheSize) planCache_.pop_back();
   return p;
@@ -283,56 +275,66 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
   }
 }
 
-// A peer's receive offsets are checked against the memory it exported before this rank copies
+// A mate's receive offsets are checked against the memory it exported before this rank copies
 // anything there (DESIGN.md §4): a broken peer must not make this rank write out of bounds.
-// (Offsets into network targets are checked by the proxy against the registered region.)
-void CollectiveEngine::checkPeerTarget(int r, const MetaHeader& h, const uint64_t* offsets,
-                                       const std::vector<uint64_t>& bytes, size_t mapped) const {
+// This rank writes its own block and the blocks it forwards for its rail peers (origin
+// rankAt(node, local) for each node). (Offsets into network targets are checked by the proxy.)
+void CollectiveEngine::checkPeerTarget(int j, const CountExchange::Result& x, size_t mapped) const {
   const Topology& topo = comm_.topo();
-  const int n = comm_.nRanks();
-  for (int o = 0; o < n; ++o) {
-    uint64_t len = bytes[(size_t)o * n + r];
-    bool networkWritten = !topo.sameNode(o, r) && topo.localRankOf(o) == topo.localRankOf(r);
-    if (o == r || len == 0 || networkWritten) continue;
-    if (h.targetBase > mapped || offsets[o] > mapped - h.targetBase ||
-        len > mapped - h.targetBase - offsets[o])
+  const int me = comm_.rank(), node = topo.nodeOf(me), local = topo.localRankOf(me);
+  const int r = topo.rankAt(node, j), L = topo.localSize();
+  const MetaHeader& h = x.localHeader[j];
+  for (int k = 0; k < topo.nNodes(); ++k) {
+    const int from = k == 0 ? node : topo.recvNode(node, k);
+    const uint64_t len = k == 0 ? x.inputs.send[r] : x.inputs.relayIn[(size_t)k * L + j];
+    const uint64_t off = x.localOffset[j][from];
+    if (len == 0) continue;
+    if (h.targetBase > mapped || off > mapped - h.targetBase || len > mapped - h.targetBase - off)
       RMACC_THROW(rmaccRemoteError,
                   "rank %d asked for %llu bytes from rank %d at offset %llu of a %zu-byte buffer",
-                  r, (unsigned long long)len, o, (unsigned long long)(h.targetBase + offsets[o]),
-                  mapped);
+                  r, (unsigned long long)len, topo.rankAt(from, local),
+                  (unsigned long long)(h.targetBase + off), mapped);
   }
 }
 
-// The count exchange (DESIGN.md §2 "Metadata"): the node's ranks through shared memory, then
-// each rank trades its whole node's records with its rail peers on the control plane, so a
-// rank sends nNodes - 1 messages a call instead of nRanks - 1. On return `all` holds every
-// rank's record (this rank's was already in place).
-void CollectiveEngine::exchangeCounts(uint64_t seq, std::vector<char>& all, size_t recSize) {
+// Where this call's ops read and write: this rank's buffers, its mates' targets (mapped and
+// checked) with the offsets of the blocks this rank writes there, its rail peers' targets.
+void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result& x, CallBuffers& b) {
+  const int n = comm_.nRanks(), me = comm_.rank();
   const Topology& topo = comm_.topo();
-  const int me = comm_.rank(), node = topo.nodeOf(me), local = topo.localRankOf(me);
-  const int nLocal = topo.localSize();
-  if (nodeGather_) nodeGather_->exchange(seq, all.data() + recSize * me, all.data());
-  if (topo.nNodes() == 1) return;
-  std::vector<char> pack(recSize * nLocal);
-  for (int l = 0; l < nLocal; ++l)
-    memcpy(pack.data() + recSize * l, all.data() + recSize * topo.rankAt(node, l), recSize);
-  Bootstrap& boot = comm_.bootstrap();
-  for (int b = 0; b < topo.nNodes(); ++b)
-    if (b != node) boot.send(topo.rankAt(b, local), kCountsTag, pack.data(), pack.size());
-  for (int b = 0; b < topo.nNodes(); ++b) {
-    if (b == node) continue;
-    const int peer = topo.rankAt(b, local);
-    std::vector<char> theirs = boot.recv(peer, kCountsTag);
-    RMACC_ENFORCE(theirs.size() == pack.size(), "count exchange of call %llu: rank %d sent %zu bytes, expected %zu",
-                  (unsigned long long)seq, peer, theirs.size(), pack.size());
-    for (int l = 0; l < nLocal; ++l)
-      memcpy(all.data() + recSize * topo.rankAt(b, l), theirs.data() + recSize * l, recSize);
+  const int node = topo.nodeOf(me), local = topo.localRankOf(me);
+  const AlltoallvArgs& a = task.args;
+  b.send = static_cast<const char*>(a.sendbuff);
+  b.recv = static_cast<char*>(a.recvbuff);
+  b.sendOffset = a.sendOffset;
+  b.recvOffset = a.recvOffset;
+  b.relay = relayAlloc_ ? static_cast<char*>(relayAlloc_->ptr()) : nullptr;
+  b.peerRelay = peerRelay_;
+  b.peerRecv.resize(n);
+  b.peerRecvOffset.resize(n);  // rows only for the ranks this one writes into
+  for (int j = 0; j < topo.localSize(); ++j) {
+    const int r = topo.rankAt(node, j);
+    if (r == me) continue;
+    b.peerRecvOffset[r].assign(n, 0);
+    for (int nd = 0; nd < topo.nNodes(); ++nd)
+      b.peerRecvOffset[r][topo.rankAt(nd, local)] = x.localOffset[j][nd];
+    const MetaHeader& hr = x.localHeader[j];
+    if (!hr.exportable) continue;
+    auto m = peerMapping(hr.handle.handle(), task.seq);
+    checkPeerTarget(j, x, m->size());
+    b.peerRecv[r].local = static_cast<char*>(m->ptr()) + hr.targetBase;
+  }
+  for (int nd = 0; nd < topo.nNodes(); ++nd) {
+    if (nd == node) continue;
+    const int r = topo.rankAt(nd, local);
+    b.peerRecvOffset[r].assign(n, 0);
+    b.peerRecvOffset[r][me] = x.railOffset[nd];
+    b.peerRecv[r].remote = x.railRemote[nd];
   }
 }
 
 void CollectiveEngine::runTask(Task& task) {
-  const int n = comm_.nRanks(), me = comm_.rank();
-  const Topology& topo = comm_.topo();
+  const int n = comm_.nRanks();
   AlltoallvArgs& a = task.args;
   double t0 = monotonicSeconds();
   bool bad = !a.rejected.empty();
@@ -343,98 +345,46 @@ void CollectiveEngine::runTask(Task& task) {
   h.seq = task.seq;
   h.callSeq = a.callSeq;
   h.rejected = bad;
-  const std::vector<uint64_t>& targetOffset = targets.offset;
   const std::vector<CopyDesc>& finish = targets.finish;
 
-  // --- The count exchange: every rank learns every rank's counts and receive target.
-  const size_t recSize = recordBytes(n);
-  std::vector<char> all(recSize * n);
-  char* mine = all.data() + recSize * me;
-  memcpy(mine, &h, sizeof(h));
-  uint64_t* rows = reinterpret_cast<uint64_t*>(mine + sizeof(MetaHeader));
-  for (int p = 0; p < n; ++p) {
-    rows[p] = bad ? 0 : a.sendBytes[p];
-    rows[n + p] = bad ? 0 : a.recvBytes[p];
-    rows[2 * n + p] = targetOffset[p];
+  // --- The count exchange (count_exchange.h): O(n) bytes per rank; every rank gets the same
+  // verdict, so on a mismatch nothing moves anywhere.
+  const std::vector<uint64_t> zeros(bad ? n : 0, 0);
+  std::vector<uint64_t> offsets = targets.offset;
+  if (CountRecordHook hook = countRecordHook.load()) {
+    // Tests corrupt this rank's record: rows of sends, receives and receive offsets.
+    std::vector<uint64_t> rows(3 * (size_t)n, 0);
+    std::copy(offsets.begin(), offsets.end(), rows.begin() + 2 * n);
+    hook(task.seq, rows.data(), n);
+    std::copy(rows.begin() + 2 * n, rows.end(), offsets.begin());
   }
-  if (CountRecordHook hook = countRecordHook.load()) hook(task.seq, rows, n);
-  exchangeCounts(task.seq, all, recSize);
-  auto header = [&](int r) { return reinterpret_cast<const MetaHeader*>(all.data() + recSize * r); };
-  auto row = [&](int r) {
-    return reinterpret_cast<const uint64_t*>(all.data() + recSize * r + sizeof(MetaHeader));
-  };
+  const CountExchange::Mine mine{h, bad ? zeros.data() : a.sendBytes.data(),
+                                 bad ? zeros.data() : a.recvBytes.data(), offsets.data()};
+  CountExchange::Result x;
+  counts_->exchange(task.seq, mine, x);
   const double exchanged = monotonicSeconds();
-
-  // --- Validation: identical on every rank, so every rank reaches the same verdict.
-  std::string error;
-  rmaccResult_t code = rmaccSuccess;
-  for (int r = 0; r < n && error.empty(); ++r) {
-    RMACC_ENFORCE(header(r)->seq == task.seq, "rank %d is at call %llu, rank %d at %llu", r,
-                  (unsigned long long)header(r)->seq, me, (unsigned long long)task.seq);
-    // Same AlltoAllv, different collective call: some rank made a collective call the others
-    // did not (a barrier, a window registration). Nothing that follows can be trusted.
-    if (header(r)->callSeq != a.callSeq)
-      RMACC_THROW(rmaccInvalidUsage,
-                  "collective calls out of step: rank %d is in call #%llu (an AlltoAll(v)), rank %d "
-                  "in call #%llu (an AlltoAll(v)): a rank skipped or added a collective call",
-                  r, (unsigned long long)header(r)->callSeq, me, (unsigned long long)a.callSeq);
-    if (header(r)->rejected) {
-      code = r == me ? rmaccInvalidArgument : rmaccInvalidUsage;
-      error = r == me ? a.rejected : strprintf("rank %d rejected its arguments of this call", r);
-    }
-  }
-  std::vector<uint64_t> bytes(n * n);
-  for (int i = 0; i < n && error.empty(); ++i) {
-    for (int j = 0; j < n; ++j) {
-      bytes[i * n + j] = row(i)[j];
-      if (row(i)[j] != row(j)[n + i]) {
-        code = rmaccInvalidUsage;
-        error = strprintf("count mismatch: rank %d sends %llu bytes to rank %d, which expects %llu",
-                          i, (unsigned long long)row(i)[j], j, (unsigned long long)row(j)[n + i]);
-        break;
-      }
-    }
-  }
-  if (!error.empty()) {
+  if (x.code != rmaccSuccess) {
     // Nothing moves; the user's stream is released in call order.
-    if (code == rmaccInvalidUsage) WARN("AlltoAllv call %llu: %s", (unsigned long long)task.seq, error.c_str());
-    if (!bad) fail(task.seq, code, error);
+    if (x.code == rmaccInvalidUsage) WARN("AlltoAllv call %llu: %s", (unsigned long long)task.seq, x.error.c_str());
+    if (!bad) fail(task.seq, x.code, x.error);
     executor_->complete(doneFlags(), task.seq);
     return;
   }
+  counts_->commit(x);
 
-  // --- Plan and run.
-  std::shared_ptr<const plan::Plan> p = planFor(bytes);
-  for (int r = 0; r < n; ++r) carry_.relaySteps[r] += p->after.relaySteps[r] - p->before.relaySteps[r];
-
+  // --- Plan this rank's part and run it.
+  std::shared_ptr<const plan::RankPlan> p = planFor(x.inputs);
   CallBuffers b;
-  b.send = static_cast<const char*>(a.sendbuff);
-  b.recv = static_cast<char*>(a.recvbuff);
-  b.sendOffset = a.sendOffset;
-  b.recvOffset = a.recvOffset;
-  b.relay = relayAlloc_ ? static_cast<char*>(relayAlloc_->ptr()) : nullptr;
-  b.peerRelay = peerRelay_;
-  b.peerRecv.resize(n);
-  b.peerRecvOffset.assign(n, std::vector<uint64_t>(n, 0));
-  for (int r = 0; r < n; ++r) {
-    if (r == me) continue;
-    const uint64_t* offsets = row(r) + 2 * n;
-    b.peerRecvOffset[r].assign(offsets, offsets + n);
-    if (topo.sameNode(r, me) && header(r)->exportable) {
-      auto m = peerMapping(header(r)->handle.handle(), task.seq);
-      checkPeerTarget(r, *header(r), offsets, bytes, m->size());
-      b.peerRecv[r].local = static_cast<char*>(m->ptr()) + header(r)->targetBase;
-    } else if (!topo.sameNode(r, me)) {
-      b.peerRecv[r].remote = header(r)->remote;
-    }
-  }
+  setBuffers(task, x, b);
   executor_->run(*p, b, *task.start, comm_.cfg().entrySync == EntrySync::kBarrier, finish,
                  doneFlags(), task.seq, task.seq);
   evictPeerMappings(task.seq);
   // Where a call's host time goes (bench/host.sh and bench/gpu.sh average these).
-  INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us, plan+enqueue %.1f us",
+  INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us (%llu B: sent %llu, received %llu, shared %llu), plan+enqueue %.1f us, %zu ops",
        (unsigned long long)task.seq, (t0 - task.queuedAt) * 1e6, (exchanged - t0) * 1e6,
-       (monotonicSeconds() - exchanged) * 1e6);
+       (unsigned long long)x.bytes.total(), (unsigned long long)x.bytes.sent,
+       (unsigned long long)x.bytes.received, (unsigned long long)x.bytes.sharedRead,
+       (monotonicSeconds() - exchanged) * 1e6, p->ops.size());
 }
 
 std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handle, uint64_t seq) {

@@ -18,7 +18,7 @@
 #include "backend/backend.h"
 #include "core/window.h"
 #include "exec/executor.h"
-#include "exec/node_gather.h"
+#include "exec/count_exchange.h"
 #include "exec/signal_space.h"
 #include "exec/staging.h"
 #include "plan/plan.h"
@@ -26,7 +26,6 @@
 namespace rmacc {
 
 class Comm;
-struct MetaHeader;  // one rank's part of a call's count exchange (collective.cc)
 
 struct AlltoallvArgs {
   const void* sendbuff = nullptr;
@@ -60,7 +59,7 @@ class CollectiveEngine {
   uint64_t relayBytes() const { return relayAlloc_ ? relayAlloc_->size() : 0; }
   // Releases a count exchange blocked on a peer of this node (the communicator aborts).
   void abort() {
-    if (nodeGather_) nodeGather_->abort();
+    if (counts_) counts_->abort();
   }
   // Returns once no call is being set up and every call's work has finished or failed: after
   // the communicator was poisoned, nothing queued touches a caller's memory any more.
@@ -77,13 +76,13 @@ class CollectiveEngine {
   };
   void progressLoop();
   void runTask(Task& task);
-  void exchangeCounts(uint64_t seq, std::vector<char>& all, size_t recSize);
   struct Targets;
   void chooseTargets(const Task& task, Targets& t);
-  void checkPeerTarget(int r, const MetaHeader& h, const uint64_t* offsets,
-                       const std::vector<uint64_t>& bytes, size_t mapped) const;
+  void setBuffers(const Task& task, const CountExchange::Result& x, CallBuffers& b);
+  void checkPeerTarget(int localRank, const CountExchange::Result& x, size_t mapped) const;
   void fail(uint64_t seq, rmaccResult_t code, const std::string& text);
-  std::shared_ptr<const plan::Plan> planFor(const std::vector<uint64_t>& bytes);
+  plan::Options planOptions() const;
+  std::shared_ptr<const plan::RankPlan> planFor(const plan::RankInputs& in);
   // A peer's receive target mapped here, cached by its export handle.
   // The mapping stays cached until no enqueued call may still copy into it.
   std::shared_ptr<Mapping> peerMapping(const ExportHandle& handle, uint64_t seq);
@@ -102,7 +101,7 @@ class CollectiveEngine {
   std::unique_ptr<MemoryRegion> relayMr_;
   std::vector<PeerTarget> peerRelay_;
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<NodeGather> nodeGather_;  // the count exchange's node part (several local ranks)
+  std::unique_ptr<CountExchange> counts_;
 
   // Receive staging (DESIGN.md §4: any buffer works; rmaccMemAlloc memory takes the
   // zero-copy path): for blocks written by ranks of this node (mappable memory) and for
@@ -115,8 +114,7 @@ class CollectiveEngine {
   };
   std::map<std::string, PeerMap> peerMaps_;
 
-  plan::Carry carry_;
-  std::list<std::pair<std::string, std::shared_ptr<const plan::Plan>>> planCache_;  // LRU
+  std::list<std::pair<std::string, std::shared_ptr<const plan::RankPlan>>> planCache_;  // LRU
 
   std::mutex mu_;
   std::condition_variable cv_;

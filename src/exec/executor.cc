@@ -170,11 +170,11 @@ void Executor::flush(Batch& batch) {
   batch.waits.clear();
 }
 
-void Executor::run(const plan::Plan& plan, const CallBuffers& buffers, Event& start,
+void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, Event& start,
                    bool entryBarrier, const std::vector<CopyDesc>& finish,
                    const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
                    uint64_t callSeq) {
-  const std::vector<Op>& ops = plan.ranks[comm_.rank()].ops;
+  const std::vector<Op>& ops = plan.ops;
   nextEvent_ = 0;
 
   // The streams this call uses, in order of first use; only they take part in it.

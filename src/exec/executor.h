@@ -35,13 +35,13 @@ class Executor {
   explicit Executor(Comm& comm);  // collective (the local copier's slots)
   ~Executor();
 
-  // Enqueues the ops of `plan` for this rank. Every stream the call uses first waits for
+  // Enqueues this rank's ops (plan/rank_planner.h). Every stream the call uses first waits for
   // `start`, which must follow the user's work before the call AND the previous call's
   // completion (the planner relies on it: carried credits, entry signals, staging reuse; the
   // user's stream waits for the previous call's done flag before it records `start`). When
   // all are done, the last stream runs `finish` work (copies) then stores `doneValue` into
   // every flag of `done`.
-  void run(const plan::Plan& plan, const CallBuffers& buffers, Event& start, bool entryBarrier,
+  void run(const plan::RankPlan& plan, const CallBuffers& buffers, Event& start, bool entryBarrier,
            const std::vector<CopyDesc>& finish, const std::vector<volatile uint64_t*>& done,
            uint64_t doneValue, uint64_t callSeq);
   // The highest relay byte this rank has written into any peer's relay buffer (end offset),

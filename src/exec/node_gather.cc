@@ -87,18 +87,29 @@ void NodeGather::waitFor(const Peer& p, uint64_t seq) {
   }
 }
 
-void NodeGather::exchange(uint64_t seq, const void* mine, void* out) {
+void NodeGather::publish(uint64_t seq, const void* mine, size_t bytes) {
+  RMACC_ENFORCE(bytes <= recordBytes_, "node gather record of %zu bytes, room for %zu", bytes,
+                recordBytes_);
   char* own = slot(static_cast<char*>(mine_->ptr()), seq);
-  memcpy(own + kLine, mine, recordBytes_);
+  memcpy(own + kLine, mine, bytes);
   host::storeAndWake(reinterpret_cast<volatile uint64_t*>(own), seq);
-  for (const Peer& p : peers_) {
-    char* dst = static_cast<char*>(out) + (size_t)p.rank * recordBytes_;
-    if (p.rank == rank_) {
+}
+
+const char* NodeGather::peerRecord(int localRank, uint64_t seq) {
+  const Peer& p = peers_[localRank];
+  if (p.rank != rank_) waitFor(p, seq);
+  return slot(p.base, seq) + kLine;
+}
+
+void NodeGather::exchange(uint64_t seq, const void* mine, void* out) {
+  publish(seq, mine, recordBytes_);
+  for (int l = 0; l < (int)peers_.size(); ++l) {
+    char* dst = static_cast<char*>(out) + (size_t)peers_[l].rank * recordBytes_;
+    if (peers_[l].rank == rank_) {
       if (dst != mine) memcpy(dst, mine, recordBytes_);
       continue;
     }
-    waitFor(p, seq);
-    memcpy(dst, slot(p.base, seq) + kLine, recordBytes_);
+    memcpy(dst, peerRecord(l, seq), recordBytes_);
   }
 }
 

@@ -34,6 +34,12 @@ class NodeGather {
   // already sit at its own place there). Throws rmaccRemoteError
   // when a local peer's process is gone or abort() was called, rmaccTimeout after timeoutS.
   void exchange(uint64_t seq, const void* mine, void* out);
+  // The two halves of exchange(), for callers that read only part of each peer's record:
+  // publish `mine` (recordBytes or fewer) as exchange `seq`, then, per local rank, wait for its
+  // record of `seq` and read it in place. A record stays readable until this rank publishes
+  // seq + 1 (which it does only after it finished reading seq).
+  void publish(uint64_t seq, const void* mine, size_t bytes);
+  const char* peerRecord(int localRank, uint64_t seq);
   // Releases every exchange blocked now or later with rmaccRemoteError.
   void abort();
 

@@ -19,30 +19,11 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "plan/plan_build.h"
 #include "plan/plan_internal.h"
 
 namespace rmacc::plan {
 namespace {
-
-enum Phase : int {
-  kPhaseStart = 0,   // entry signals and carried credits: no deps
-  kPhaseEntryWait,   // waits for entry signals
-  kPhaseRelayWait,   // relay data of a chunk put in the previous batch
-  kPhaseForward,     // CE forwards of that chunk
-  kPhaseCreditWait,  // a writer's wait for the credit of the chunk it puts in this batch
-  kPhasePut,         // intra-node CE puts, self copy, relay and direct proxy puts
-  kPhaseCredit,      // credit for the step that reuses the slot, after those forwards; after
-                     // this batch's puts, which share its proxy-put lane and must not queue
-                     // behind forwards they do not depend on
-  kPhaseFinal,       // receive completion waits, last on their lanes
-  kNumPhases
-};
-constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;
-
-struct Draft {
-  Op op;
-  int64_t key;
-};
 
 // One block of a round payload: the bytes the writer sends to `dest`, at `start` in the payload.
 struct Block {
@@ -66,47 +47,6 @@ struct Step {
   int pos;
   std::vector<int> forwards;
 };
-
-Op putOp(Lane lane, int peer, Loc src, Loc dst, uint64_t bytes, int ctx, int sig,
-         std::vector<int> deps) {
-  Op op;
-  op.kind = OpKind::kPut;
-  op.lane = lane;
-  op.peer = peer;
-  op.src = src;
-  op.dst = dst;
-  op.bytes = bytes;
-  op.ctx = ctx;
-  op.sigIdx = sig;
-  op.deps = std::move(deps);
-  return op;
-}
-
-Op waitOp(Lane lane, int peer, int ctx, int sig, uint64_t count) {
-  RMACC_ENFORCE(count <= UINT32_MAX, "wait count %llu from r%d overflows",
-                (unsigned long long)count, peer);
-  Op op;
-  op.kind = OpKind::kWait;
-  op.lane = lane;
-  op.peer = peer;
-  op.ctx = ctx;
-  op.sigIdx = sig;
-  op.count = (uint32_t)count;
-  return op;
-}
-
-std::vector<int> depsOf(std::initializer_list<int> ids) {
-  std::vector<int> deps;
-  for (int id : ids)
-    if (id >= 0) deps.push_back(id);
-  return deps;
-}
-
-// Calls f(offset, length) for the pieces of at most maxPut bytes that cover [0, len).
-template <typename F>
-void forEachPiece(uint64_t len, uint64_t maxPut, F&& f) {
-  for (uint64_t off = 0; off < len; off += maxPut) f(off, std::min(maxPut, len - off));
-}
 
 class Planner {
  public:
@@ -244,17 +184,13 @@ Payload Planner::payloadOf(int relay, int k) const {
 // least one, for the direct puts); chunk c of round k is put in batch roundBase_[k] + c and
 // forwarded in the next one.
 void Planner::layoutRounds() {
-  roundBase_.assign(topo_.nNodes() + 1, 0);
+  std::vector<uint64_t> chunks(topo_.nNodes(), 0);
   for (int k = 1; k < topo_.nNodes(); ++k) {
-    uint64_t chunks = 1;
     for (int r = 0; r < n_ && topo_.localSize() > 1; ++r) {
-      chunks = std::max(chunks, (payloadOf(r, k).total + opt_.slotBytes - 1) / opt_.slotBytes);
+      chunks[k] = std::max(chunks[k], chunkCount(payloadOf(r, k).total, opt_.slotBytes));
     }
-    RMACC_ENFORCE((uint64_t)roundBase_[k] + chunks < (uint64_t)kFinalBatch / 2,
-                  "too many pipeline steps (%llu chunks in round %d)",
-                  (unsigned long long)chunks, k);
-    roundBase_[k + 1] = roundBase_[k] + (int)chunks;
   }
+  roundBase_ = roundBases(chunks);
 }
 
 void Planner::addRelay(int relay, int k) {
@@ -363,35 +299,15 @@ void Planner::addFinalWaits(int dest) {
   }
 }
 
-// Sorts each rank's drafts by key (stable), remaps deps to the new indices, and renumbers
-// batches densely so empty batches disappear.
+// Sorts each rank's drafts by key. Batches keep their raw pipeline positions (a position no
+// rank uses is a gap in the numbering): every rank can then number its own ops without knowing
+// which positions the others use.
 void Planner::finish(Plan& plan) {
-  std::map<int, int> batchIds;
-  for (const auto& rank : drafts_)
-    for (const Draft& d : rank) batchIds[d.op.batch] = 0;
-  int next = 0;
-  for (auto& [raw, id] : batchIds) id = next++;
-  plan.nBatches = next;
   plan.ranks.resize(n_);
+  plan.nBatches = 0;
   for (int r = 0; r < n_; ++r) {
-    auto& drafts = drafts_[r];
-    std::vector<int> order(drafts.size()), where(drafts.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return drafts[a].key < drafts[b].key; });
-    for (size_t i = 0; i < order.size(); ++i) where[order[i]] = (int)i;
-    auto& ops = plan.ranks[r].ops;
-    ops.reserve(order.size());
-    for (size_t i = 0; i < order.size(); ++i) {
-      Op op = std::move(drafts[order[i]].op);
-      for (int& dep : op.deps) {
-        dep = where[dep];
-        RMACC_ENFORCE(dep < (int)i, "r%d op %zu depends on later op %d", r, i, dep);
-      }
-      std::sort(op.deps.begin(), op.deps.end());
-      op.batch = batchIds[op.batch];
-      ops.push_back(std::move(op));
-    }
+    plan.ranks[r].ops = sortDrafts(drafts_[r], r);
+    for (const Op& op : plan.ranks[r].ops) plan.nBatches = std::max(plan.nBatches, op.batch + 1);
   }
 }
 

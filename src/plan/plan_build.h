@@ -1,0 +1,59 @@
+// Private to src/plan: the pieces both planners build ops from (planner.cc, the global
+// reference, and rank_planner.cc, one rank's part). Sharing them keeps the two from
+// disagreeing on what an op looks like; what ops exist and in which order each planner decides
+// on its own, and tests/rank_planner_test.cc checks that they agree.
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "plan/plan.h"
+
+namespace rmacc::plan {
+
+// Sort key of an op: (raw batch, phase). See planner.cc for why this order is deadlock-free.
+enum Phase : int {
+  kPhaseStart = 0,   // entry signals and carried credits: no deps
+  kPhaseEntryWait,   // waits for entry signals
+  kPhaseRelayWait,   // relay data of a chunk put in the previous batch
+  kPhaseForward,     // CE forwards of that chunk
+  kPhaseCreditWait,  // a writer's wait for the credit of the chunk it puts in this batch
+  kPhasePut,         // intra-node CE puts, self copy, relay and direct proxy puts
+  kPhaseCredit,      // credit for the step that reuses the slot, after those forwards; after
+                     // this batch's puts, which share its proxy-put lane and must not queue
+                     // behind forwards they do not depend on
+  kPhaseFinal,       // receive completion waits, last on their lanes
+  kNumPhases
+};
+constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;
+
+struct Draft {
+  Op op;
+  int64_t key;
+};
+
+Op putOp(Lane lane, int peer, Loc src, Loc dst, uint64_t bytes, int ctx, int sig,
+         std::vector<int> deps);
+Op waitOp(Lane lane, int peer, int ctx, int sig, uint64_t count);
+std::vector<int> depsOf(std::initializer_list<int> ids);
+
+// Calls f(offset, length) for the pieces of at most maxPut bytes that cover [0, len).
+template <typename F>
+void forEachPiece(uint64_t len, uint64_t maxPut, F&& f) {
+  for (uint64_t off = 0; off < len; off += maxPut) f(off, std::min(maxPut, len - off));
+}
+inline uint64_t pieceCount(uint64_t len, uint64_t maxPut) { return (len + maxPut - 1) / maxPut; }
+inline uint64_t chunkCount(uint64_t len, uint64_t slot) { return (len + slot - 1) / slot; }
+
+// Orders one rank's drafts by key (stable) and remaps deps to the new indices. `rank` is for
+// error messages only.
+std::vector<Op> sortDrafts(std::vector<Draft>& drafts, int rank);
+
+// First pipeline position of each round (index nNodes: one past the last), from the number of
+// positions each round k >= 1 occupies (at least one, for the direct puts).
+std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks);
+
+}  // namespace rmacc::plan

@@ -1,0 +1,314 @@
+// One rank's part of the plan (rank_planner.h). It drafts exactly the ops that planner.cc
+// drafts for this rank, in the same order, with the same sort keys, from RankInputs instead of
+// the byte matrix; planner.cc explains the schedule and why it cannot deadlock.
+#include "plan/rank_planner.h"
+
+#include "core/error.h"
+#include "plan/plan_build.h"
+#include "plan/plan_internal.h"
+
+namespace rmacc::plan {
+namespace {
+
+struct Block {
+  int dest;
+  uint64_t start;
+  uint64_t len;
+};
+
+class RankPlanner {
+ public:
+  RankPlanner(const Topology& topo, const Options& opt, const RankInputs& in)
+      : topo_(topo), opt_(opt), in_(in), me_(in.rank), node_(topo.nodeOf(me_)),
+        i_(topo.localRankOf(me_)), L_(topo.localSize()), nNodes_(topo.nNodes()),
+        entryWait_(topo.nRanks(), -1), step_(in.relayStepsBefore) {}
+
+  RankPlanResult run();
+
+ private:
+  uint64_t send(int d) { ++work_.entriesRead; return in_.send[d]; }
+  uint64_t recv(int s) { ++work_.entriesRead; return in_.recv[s]; }
+  uint64_t relayIn(int k, int j) { ++work_.entriesRead; return in_.relayIn[(size_t)k * L_ + j]; }
+  int add(Op op, int batch, Phase phase, int keyBatch = -1);
+  bool forwardsTo(int j);
+  void addEntry();
+  void addIntraNode();
+  std::vector<Block> payload(int k, bool asRelay, uint64_t* total);
+  void addWriterChunks(int k);
+  void addRelayChunks(int k);
+  void addDirect(int k);
+  void addCredits();
+  void addFinalWaits();
+
+  struct Step {
+    int writer;
+    int pos;
+    std::vector<int> forwards;
+  };
+
+  const Topology& topo_;
+  const Options& opt_;
+  const RankInputs& in_;
+  const int me_, node_, i_, L_, nNodes_;
+  std::vector<Draft> drafts_;
+  std::vector<int> roundBase_;
+  std::vector<int> entryWait_;  // [rank]: this rank's entry wait on it, or -1
+  std::vector<Step> steps_;     // this call's relay steps on this rank
+  uint64_t step_;               // next relay step
+  PlanWork work_;
+};
+
+int RankPlanner::add(Op op, int batch, Phase phase, int keyBatch) {
+  op.batch = batch;
+  const int64_t key = (int64_t)(keyBatch < 0 ? batch : keyBatch) * kNumPhases + phase;
+  drafts_.push_back({std::move(op), key});
+  ++work_.opsBuilt;
+  return (int)drafts_.size() - 1;
+}
+
+// Whether this rank, as a relay, forwards anything to local rank j in some round.
+bool RankPlanner::forwardsTo(int j) {
+  for (int k = 1; k < nNodes_; ++k)
+    if (relayIn(k, j) > 0) return true;
+  return false;
+}
+
+// Entry signals to the ranks that write into this one, and entry waits on the ranks this one
+// writes into, each in rank order (planner.cc addEntry walks (dest, writer) pairs in rank order).
+void RankPlanner::addEntry() {
+  if (!opt_.entrySignals) return;
+  std::vector<int> writers, targets;
+  for (int j = 0; j < L_; ++j) {
+    const int w = topo_.rankAt(node_, j);
+    if (w == me_) continue;
+    bool writes = recv(w) > 0;  // directly, or forwarding what its rail peers send here
+    for (int a = 0; !writes && a < nNodes_; ++a)
+      if (a != node_) writes = recv(topo_.rankAt(a, j)) > 0;
+    if (writes) writers.push_back(w);
+    if (send(w) > 0 || forwardsTo(j)) targets.push_back(w);
+  }
+  for (int a = 0; a < nNodes_; ++a) {
+    const int peer = topo_.rankAt(a, i_);
+    if (a == node_) continue;
+    if (recv(peer) > 0) writers.push_back(peer);
+    if (send(peer) > 0) targets.push_back(peer);
+  }
+  std::sort(writers.begin(), writers.end());
+  std::sort(targets.begin(), targets.end());
+  for (int w : writers) {
+    const bool local = topo_.sameNode(w, me_);
+    add(putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}), 0,
+        kPhaseStart);
+  }
+  for (int d : targets) {
+    const bool local = topo_.sameNode(d, me_);
+    entryWait_[d] = add(waitOp(local ? Lane::kCeWait : Lane::kProxyWait, d, kPlanCtxEntry, 0, 1),
+                        0, kPhaseEntryWait);
+  }
+}
+
+void RankPlanner::addIntraNode() {
+  for (int step = 1; step < L_; ++step) {
+    const int d = topo_.rankAt(node_, (i_ + step) % L_);
+    const int entry = entryWait_[d];
+    forEachPiece(send(d), opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+      add(putOp(Lane::kCePut, d, {Region::kSend, d, off}, {Region::kRecv, me_, off}, len,
+                kPlanCtxColl, kSigData, depsOf({entry})),
+          0, kPhasePut);
+    });
+  }
+  const uint64_t self = send(me_);
+  if (self > 0) {
+    Op copy;
+    copy.kind = OpKind::kCopy;
+    copy.lane = Lane::kCePut;
+    copy.peer = me_;
+    copy.src = {Region::kSend, me_, 0};
+    copy.dst = {Region::kRecv, me_, 0};
+    copy.bytes = self;
+    add(std::move(copy), 0, kPhasePut);
+  }
+}
+
+// The round-k relay payload this rank writes (asRelay false) or forwards (true): blocks for the
+// local ranks of the receiving node but the rail's own, in local order, empty ones skipped.
+std::vector<Block> RankPlanner::payload(int k, bool asRelay, uint64_t* total) {
+  std::vector<Block> blocks;
+  const int node = asRelay ? node_ : topo_.sendNode(node_, k);
+  *total = 0;
+  for (int j = 0; j < L_; ++j) {
+    if (j == i_) continue;
+    const int d = topo_.rankAt(node, j);
+    const uint64_t len = asRelay ? relayIn(k, j) : send(d);
+    if (len == 0) continue;
+    blocks.push_back({d, *total, len});
+    *total += len;
+  }
+  return blocks;
+}
+
+void RankPlanner::addWriterChunks(int k) {
+  uint64_t total;
+  const std::vector<Block> blocks = payload(k, false, &total);
+  const int relay = topo_.railPeer(me_, topo_.sendNode(node_, k));
+  const uint64_t slot = opt_.slotBytes, chunks = chunkCount(total, slot);
+  for (uint64_t c = 0; c < chunks; ++c) {
+    const int pos = roundBase_[k] + (int)c;
+    const uint64_t t = in_.writerStep[k] + c, lo = c * slot, hi = std::min(total, lo + slot);
+    const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
+    int credit = -1;
+    if (t >= (uint64_t)opt_.slots)
+      credit = add(waitOp(Lane::kProxyWait, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
+    for (const Block& b : blocks) {
+      const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
+      if (segLo >= segHi) continue;
+      forEachPiece(segHi - segLo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+        add(putOp(Lane::kProxyPut, relay, {Region::kSend, b.dest, segLo - b.start + off},
+                  {Region::kRelay, -1, slotOff + segLo - lo + off}, len, kPlanCtxColl, kSigRelay,
+                  depsOf({credit})),
+            pos, kPhasePut);
+      });
+    }
+  }
+}
+
+void RankPlanner::addRelayChunks(int k) {
+  uint64_t total;
+  const std::vector<Block> blocks = payload(k, true, &total);
+  const int w = topo_.rankAt(topo_.recvNode(node_, k), i_);
+  const uint64_t slot = opt_.slotBytes, chunks = chunkCount(total, slot);
+  for (uint64_t c = 0; c < chunks; ++c) {
+    const int pos = roundBase_[k] + (int)c;
+    const uint64_t t = step_++, lo = c * slot, hi = std::min(total, lo + slot);
+    const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
+    uint64_t pieces = 0;
+    for (const Block& b : blocks) {
+      const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
+      if (segLo < segHi) pieces += pieceCount(segHi - segLo, opt_.maxPutBytes);
+    }
+    const int data =
+        add(waitOp(Lane::kProxyWait, w, kPlanCtxColl, kSigRelay, pieces), pos + 1, kPhaseRelayWait);
+    Step step{w, pos, {}};
+    for (const Block& b : blocks) {
+      const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
+      if (segLo >= segHi) continue;
+      const int entry = entryWait_[b.dest];
+      forEachPiece(segHi - segLo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+        step.forwards.push_back(
+            add(putOp(Lane::kCePut, b.dest, {Region::kRelay, -1, slotOff + segLo - lo + off},
+                      {Region::kRecv, w, segLo - b.start + off}, len, kPlanCtxColl, kSigData,
+                      depsOf({data, entry})),
+                pos + 1, kPhaseForward));
+      });
+    }
+    steps_.push_back(std::move(step));
+  }
+}
+
+void RankPlanner::addDirect(int k) {
+  const int d = topo_.railPeer(me_, topo_.sendNode(node_, k));
+  const int entry = entryWait_[d], pos = roundBase_[k];
+  forEachPiece(send(d), opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+    add(putOp(Lane::kProxyPut, d, {Region::kSend, d, off}, {Region::kRecv, me_, off}, len,
+              kPlanCtxColl, kSigData, depsOf({entry})),
+        pos, kPhasePut);
+  });
+}
+
+// As planner.cc addCredits, for this rank's steps.
+void RankPlanner::addCredits() {
+  const uint64_t first = in_.relayStepsBefore, slots = (uint64_t)opt_.slots;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const uint64_t t = first + s;
+    if (t < slots) continue;
+    Op credit = putOp(Lane::kProxyPut, steps_[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
+    if (t - slots >= first) {
+      const Step& prev = steps_[s - slots];
+      credit.deps = prev.forwards;
+      add(std::move(credit), prev.pos + 1, kPhaseCredit);
+    } else {
+      add(std::move(credit), 0, kPhaseStart);
+    }
+  }
+}
+
+// One completion wait per source that writes here: local ranks (their own blocks at batch 0,
+// plus what they forward, as RankInputs says) and rail peers of other nodes (direct puts in the
+// round that pairs their node with this one). In source order, then stably by last batch.
+void RankPlanner::addFinalWaits() {
+  struct Source {
+    int rank;
+    uint64_t signals;
+    int last;
+  };
+  std::vector<Source> srcs;
+  std::vector<int> roundFrom(nNodes_, 0);  // [node]: the round whose writers sit there
+  for (int k = 1; k < nNodes_; ++k) roundFrom[topo_.recvNode(node_, k)] = k;
+  for (int j = 0; j < L_; ++j) {
+    const int s = topo_.rankAt(node_, j);
+    if (s == me_) continue;
+    const uint64_t direct = pieceCount(recv(s), opt_.maxPutBytes), fwd = in_.forwardSignals[j];
+    work_.entriesRead += 2;
+    if (direct + fwd > 0) srcs.push_back({s, direct + fwd, fwd ? std::max(0, in_.forwardLastBatch[j]) : 0});
+  }
+  for (int a = 0; a < nNodes_; ++a) {
+    const int s = topo_.rankAt(a, i_);
+    if (a == node_) continue;
+    const uint64_t direct = pieceCount(recv(s), opt_.maxPutBytes);
+    if (direct > 0) srcs.push_back({s, direct, roundBase_[roundFrom[a]]});
+  }
+  std::sort(srcs.begin(), srcs.end(), [](const Source& a, const Source& b) { return a.rank < b.rank; });
+  std::stable_sort(srcs.begin(), srcs.end(),
+                   [](const Source& a, const Source& b) { return a.last < b.last; });
+  for (const Source& s : srcs) {
+    const Lane lane = topo_.sameNode(s.rank, me_) ? Lane::kCeWait : Lane::kProxyWait;
+    add(waitOp(lane, s.rank, kPlanCtxColl, kSigData, s.signals), s.last, kPhaseFinal, kFinalBatch);
+  }
+}
+
+RankPlanResult RankPlanner::run() {
+  // Dense counts give about 2n + 6(L + nNodes) ops; reserving avoids regrowing (and
+  // re-faulting) the largest buffer of the call.
+  drafts_.reserve(2 * (size_t)topo_.nRanks() + 6 * (size_t)(L_ + nNodes_));
+  work_.entriesRead += in_.roundChunks.size();
+  roundBase_ = roundBases(in_.roundChunks);
+  addEntry();
+  addIntraNode();
+  for (int k = 1; k < nNodes_; ++k) {
+    if (L_ > 1) {
+      addWriterChunks(k);
+      addRelayChunks(k);
+    }
+    addDirect(k);
+  }
+  addCredits();
+  addFinalWaits();
+  RankPlanResult r;
+  r.plan.ops = sortDrafts(drafts_, me_);
+  r.relayStepsAfter = step_;
+  r.work = work_;
+  return r;
+}
+
+}  // namespace
+
+RankPlanResult makeRankPlan(const Topology& topo, const Options& options, const RankInputs& in) {
+  const size_t n = (size_t)topo.nRanks(), nNodes = (size_t)topo.nNodes(), L = (size_t)topo.localSize();
+  RMACC_ARG_CHECK(in.rank >= 0 && (size_t)in.rank < n, "rank %d outside 0..%zu", in.rank, n - 1);
+  RMACC_ARG_CHECK(in.send.size() == n && in.recv.size() == n,
+                  "send/recv counts have %zu/%zu entries, expected %zu", in.send.size(),
+                  in.recv.size(), n);
+  RMACC_ARG_CHECK(in.relayIn.size() == nNodes * L && in.roundChunks.size() == nNodes &&
+                      in.writerStep.size() == nNodes,
+                  "relay inputs sized %zu/%zu/%zu, expected %zu/%zu/%zu", in.relayIn.size(),
+                  in.roundChunks.size(), in.writerStep.size(), nNodes * L, nNodes, nNodes);
+  RMACC_ARG_CHECK(in.forwardSignals.size() == L && in.forwardLastBatch.size() == L,
+                  "forward inputs have %zu/%zu entries, expected %zu", in.forwardSignals.size(),
+                  in.forwardLastBatch.size(), L);
+  RMACC_ARG_CHECK(options.slots >= 2, "relay slots must be >= 2, got %d", options.slots);
+  RMACC_ARG_CHECK(options.slotBytes > 0, "relay slot size must be > 0");
+  RMACC_ARG_CHECK(options.maxPutBytes > 0, "max put size must be > 0");
+  return RankPlanner(topo, options, in).run();
+}
+
+}  // namespace rmacc::plan

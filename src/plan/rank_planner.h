@@ -1,0 +1,78 @@
+// One rank's part of the AlltoAllV plan, built from what that rank knows (DESIGN.md §2
+// "Per-rank planning"): its own counts, the counts it forwards as a relay, and a few facts
+// about the others' timing. Work and memory are linear in the rank's own ops plus n; the
+// global planner (planner.h) stays the reference, and for every input its result equals
+// makeAlltoallvPlan(...).ranks[rank] (tests/rank_planner_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "plan/plan.h"
+
+namespace rmacc::plan {
+
+// Everything rank `rank` needs to plan a call. Node N = topo.nodeOf(rank), local rank i, L ranks
+// per node; round k = 1 .. nNodes-1 as in Topology; "the round-k writer" of this rank is
+// rankAt(recvNode(N, k), i), the rank whose relay payload this rank forwards in round k, and
+// "the round-k relay" is railPeer(rank, sendNode(N, k)), the rank this rank's payload goes to.
+struct RankInputs {
+  int rank = -1;
+  std::vector<uint64_t> send;  // [n] bytes this rank sends to each rank
+  std::vector<uint64_t> recv;  // [n] bytes this rank receives from each rank
+  // [k * L + j]: bytes the round-k writer sends to local rank j of node N (row 0 unused).
+  std::vector<uint64_t> relayIn;
+  // [k]: pipeline positions of round k are max(1, roundChunks[k]): the largest number of relay
+  // chunks any relay of the communicator takes in round k (index 0 unused). Global: the same on
+  // every rank.
+  std::vector<uint64_t> roundChunks;
+  uint64_t relayStepsBefore = 0;        // this rank's relay steps in earlier calls
+  // [k]: relay step (at the round-k relay, counted over calls) of this rank's first chunk there.
+  std::vector<uint64_t> writerStep;
+  // [j]: kSigData signals local relay j sends this rank by forwarding, and the batch of the last.
+  std::vector<uint64_t> forwardSignals;
+  std::vector<int> forwardLastBatch;
+};
+
+// Instrumentation for the linear-work guard (tests/rank_planner_test.cc): what one call of
+// makeRankPlan touched, counted, not timed.
+struct PlanWork {
+  uint64_t opsBuilt = 0;      // drafts created
+  uint64_t entriesRead = 0;   // count entries (send, recv, relayIn, roundChunks ...) read
+};
+
+struct RankPlanResult {
+  RankPlan plan;                    // == the global plan's ranks[rank]
+  uint64_t relayStepsAfter = 0;     // this rank's relay steps after this call
+  PlanWork work;
+};
+
+// Throws rmaccInvalidArgument on inconsistent inputs (sizes that do not match the topology).
+RankPlanResult makeRankPlan(const Topology& topo, const Options& options, const RankInputs& in);
+
+// The reference derivation of every rank's inputs from the whole byte matrix and the global
+// carry (what the count exchange would deliver). O(n^2) once, then O(n) per rank.
+class MatrixInputs {
+ public:
+  MatrixInputs(const Topology& topo, const std::vector<uint64_t>& bytes, const Options& options,
+               const Carry& before);
+  RankInputs of(int rank) const;
+  // The carry after this call (every relay's steps), as Plan::after.
+  const Carry& after() const { return after_; }
+  const std::vector<uint64_t>& roundChunks() const { return roundChunks_; }
+
+ private:
+  uint64_t chunksTo(int writer, int node) const { return chunks_[(size_t)writer * nNodes_ + node]; }
+  uint64_t count(int s, int d) const { return bytes_[(size_t)s * n_ + d]; }
+
+  const Topology& topo_;
+  const std::vector<uint64_t>& bytes_;
+  const Options options_;
+  const int n_, nNodes_;
+  std::vector<uint64_t> chunks_;     // [writer * nNodes + node]: relay chunks writer -> node
+  std::vector<uint64_t> roundChunks_;
+  std::vector<int> roundBase_;
+  Carry before_, after_;
+};
+
+}  // namespace rmacc::plan

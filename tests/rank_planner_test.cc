@@ -1,0 +1,180 @@
+// The per-rank planner against the global reference: over thousands of random shapes, counts
+// and options, every rank's own plan equals its slice of the global plan; and a deterministic
+// guard that planning one rank of 1,024 does work linear in that rank's ops.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "plan/plan_internal.h"
+#include "plan/planner.h"
+#include "plan/rank_planner.h"
+#include "plan/verifier.h"
+
+namespace rmacc::plan {
+namespace {
+
+using Rng = std::mt19937_64;
+uint64_t uniform(Rng& rng, uint64_t lo, uint64_t hi) {
+  return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
+}
+
+bool sameOp(const Op& a, const Op& b) {
+  return a.kind == b.kind && a.lane == b.lane && a.batch == b.batch && a.peer == b.peer &&
+         a.src.region == b.src.region && a.src.block == b.src.block &&
+         a.src.offset == b.src.offset && a.dst.region == b.dst.region &&
+         a.dst.block == b.dst.block && a.dst.offset == b.dst.offset && a.bytes == b.bytes &&
+         a.ctx == b.ctx && a.sigIdx == b.sigIdx && a.count == b.count && a.deps == b.deps;
+}
+
+// "" or the first difference, readable.
+std::string compare(const RankPlan& got, const RankPlan& want, int rank) {
+  const size_t n = std::max(got.ops.size(), want.ops.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (i < got.ops.size() && i < want.ops.size() && sameOp(got.ops[i], want.ops[i])) continue;
+    return strprintf("r%d op %zu: per-rank [%s], global [%s]", rank, i,
+                     i < got.ops.size() ? formatOp(got.ops[i], rank, (int)i).c_str() : "none",
+                     i < want.ops.size() ? formatOp(want.ops[i], rank, (int)i).c_str() : "none");
+  }
+  return "";
+}
+
+// Counts of one random call: sparse, dense, skewed or empty, blocks around `unit` bytes.
+std::vector<uint64_t> randomCounts(Rng& rng, int n, uint64_t unit) {
+  std::vector<uint64_t> b((size_t)n * n, 0);
+  const int pattern = (int)uniform(rng, 0, 4);
+  const int hot = (int)uniform(rng, 0, n - 1);
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d) {
+      uint64_t& v = b[(size_t)s * n + d];
+      switch (pattern) {
+        case 0: v = uniform(rng, 0, 2 * unit); break;
+        case 1: v = uniform(rng, 0, 3) == 0 ? uniform(rng, 1, 3 * unit) : 0; break;
+        case 2: v = d == hot ? uniform(rng, unit, 4 * unit) : uniform(rng, 0, unit / 4); break;
+        case 3: v = unit; break;
+        default: v = 0;
+      }
+    }
+  return b;
+}
+
+// Random placements: 1..12 nodes of 1..8 ranks, scrambled node maps most of the time.
+TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
+  constexpr int kCases = 3000;
+  Rng rng(0x9a7e0018);
+  size_t ranksChecked = 0;
+  for (int c = 0; c < kCases; ++c) {
+    const int nodes = (int)uniform(rng, 1, 12), local = (int)uniform(rng, 1, 8);
+    std::vector<int> nodeOf;
+    for (int a = 0; a < nodes; ++a) nodeOf.insert(nodeOf.end(), local, a);
+    if (uniform(rng, 0, 3) != 0) std::shuffle(nodeOf.begin(), nodeOf.end(), rng);
+    const Topology topo = Topology::fromNodeOf(nodeOf);
+    const int n = topo.nRanks();
+    Options o;
+    static const uint64_t slots[] = {1, 3, 8, 64, 4096};
+    o.slotBytes = slots[uniform(rng, 0, 4)];
+    o.slots = (int)uniform(rng, 2, 5);
+    o.maxPutBytes = uniform(rng, 0, 2) == 0 ? (1ull << 30) : uniform(rng, 1, 24);
+    o.entrySignals = uniform(rng, 0, 5) != 0;
+    Carry carry;
+    const int calls = (int)uniform(rng, 1, 3);
+    for (int k = 0; k < calls; ++k) {
+      const uint64_t unit = std::clamp<uint64_t>(o.slotBytes * uniform(rng, 1, 30) / 10, 1, 48);
+      const auto bytes = randomCounts(rng, n, unit);
+      const Plan global = makeAlltoallvPlan(topo, bytes, o, carry);
+      const MatrixInputs inputs(topo, bytes, o, carry);
+      ASSERT_EQ(inputs.after().relaySteps, global.after.relaySteps) << "case " << c;
+      for (int r = 0; r < n; ++r) {
+        const RankPlanResult mine = makeRankPlan(topo, o, inputs.of(r));
+        const std::string diff = compare(mine.plan, global.ranks[r], r);
+        ASSERT_EQ(diff, "") << "case " << c << " call " << k << ": " << topo.describe()
+                            << "\n" << global.dump(r);
+        ASSERT_EQ(mine.relayStepsAfter, global.after.relaySteps[r]);
+        ASSERT_EQ(mine.work.opsBuilt, mine.plan.ops.size());
+        ++ranksChecked;
+      }
+      carry = global.after;
+    }
+  }
+  printf("%zu rank plans equal their global slices\n", ranksChecked);
+}
+
+// The plans the library now runs are the verifier's plans: assembling the per-rank plans of a
+// call gives a global plan that verifies, across calls with carry.
+TEST(RankPlanner, AssembledPlansVerify) {
+  const Topology topo = Topology::fromNodeOf({2, 0, 1, 2, 0, 1, 0, 1, 2, 2, 1, 0});
+  Options o;
+  o.slotBytes = 16;
+  o.slots = 2;
+  o.maxPutBytes = 10;
+  Rng rng(18);
+  std::vector<Plan> calls;
+  Carry carry;
+  for (int k = 0; k < 3; ++k) {
+    Plan p;
+    p.topo = topo;
+    p.options = o;
+    p.bytes = randomCounts(rng, topo.nRanks(), 24);
+    p.before = carry;
+    const MatrixInputs inputs(topo, p.bytes, o, carry);
+    for (int r = 0; r < topo.nRanks(); ++r) {
+      p.ranks.push_back(makeRankPlan(topo, o, inputs.of(r)).plan);
+      for (const Op& op : p.ranks.back().ops) p.nBatches = std::max(p.nBatches, op.batch + 1);
+    }
+    p.after = inputs.after();
+    p.relayBytes = (uint64_t)o.slots * o.slotBytes;
+    carry = p.after;
+    calls.push_back(std::move(p));
+  }
+  const Verdict v = verify(calls);
+  EXPECT_TRUE(v.ok) << v.error;
+}
+
+TEST(RankPlanner, RejectsInputsOfTheWrongShape) {
+  const Topology topo = Topology::blocks(2, 2);
+  const std::vector<uint64_t> bytes(16, 5);
+  RankInputs in = MatrixInputs(topo, bytes, Options{}, {}).of(1);
+  in.relayIn.pop_back();
+  try {
+    makeRankPlan(topo, Options{}, in);
+    FAIL() << "a short relayIn was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), rmaccInvalidArgument);
+  }
+}
+
+// The quadratic-regression guard: plan one rank of 128 x 8 = 1,024 ranks, and of 32 x 8 = 256,
+// with every count non-zero (MoE-like, ~1 MiB blocks, default options). What the planner
+// touched is counted, not timed: it must stay within a small constant per op built. Reading
+// the byte matrix (n^2 = 1M entries) or building another rank's ops would break it by 100x.
+TEST(RankPlanner, OneRankOfAThousandIsLinearInItsOps) {
+  double perOp[2];
+  size_t opsAt[2];
+  int idx = 0;
+  for (int nodes : {32, 128}) {
+    const Topology topo = Topology::blocks(nodes, 8);
+    const int n = topo.nRanks();
+    std::vector<uint64_t> bytes((size_t)n * n);
+    Rng rng(nodes);
+    for (auto& b : bytes) b = uniform(rng, 512 << 10, 1536 << 10);
+    const Options o;
+    const MatrixInputs inputs(topo, bytes, o, {});
+    const int me = n / 2 + 3;
+    const RankPlanResult r = makeRankPlan(topo, o, inputs.of(me));
+    const size_t ops = r.plan.ops.size();
+    EXPECT_EQ(r.work.opsBuilt, ops);
+    EXPECT_GE(ops, (size_t)n) << "every count is non-zero: at least one put per peer";
+    EXPECT_LE(r.work.entriesRead, 4 * ops) << n << " ranks";
+    perOp[idx] = (double)r.work.entriesRead / ops;
+    opsAt[idx++] = ops;
+    printf("%d ranks: rank %d built %zu ops, read %llu count entries\n", n, me, ops,
+           (unsigned long long)r.work.entriesRead);
+  }
+  EXPECT_GT(opsAt[1], 3 * opsAt[0]);  // 4x the ranks, ~4x the ops
+  EXPECT_LT(perOp[1], 1.25 * perOp[0]) << "work per op grows with the communicator";
+}
+
+}  // namespace
+}  // namespace rmacc::plan

@@ -1,0 +1,100 @@
+// Control-plane cost of one AlltoAllV call against rank count (issue 18), on the host alone:
+// - global: the reference planner building every rank's ops (what the library ran before);
+// - inputs: the reference derivation of one rank's RankInputs from the whole byte matrix
+//   (O(n^2); tests only: the library gets them from the count exchange);
+// - rank plan: one rank's own plan from its inputs (what the library runs per call), and the
+//   grouping of its ops into backend calls (plan/op_groups.h);
+// - ops and groups per rank, and the count-exchange bytes per rank per call of the old
+//   full-matrix protocol against src/exec/count_exchange.h, computed from the message layouts.
+// New counts on every call (~1 MiB blocks, +-50%), default options, 8 ranks per node.
+// Usage: rmacc-planbench [maxRanks=1024] [calls=20] [globalMaxRanks=256]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "plan/op_groups.h"
+#include "plan/planner.h"
+#include "plan/rank_planner.h"
+
+using namespace rmacc;
+using namespace rmacc::plan;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<uint64_t> moeCounts(std::mt19937_64& rng, int n) {
+  std::vector<uint64_t> b((size_t)n * n);
+  std::uniform_int_distribution<uint64_t> d(512 << 10, 1536 << 10);
+  for (auto& v : b) v = d(rng);
+  return b;
+}
+
+// Bytes one rank sends plus receives per call on the control plane, plus what it reads from
+// its node-mates' shared records, from the message layouts (a 176-byte MetaHeader, a 32-byte
+// verdict). The per-rank formula matches what RMACC_DEBUG=INFO logs per call on emulated nodes.
+// Full-matrix protocol (before issue 18): each rank's record is the header plus 3 x n u64; the
+// node gather reads L-1 records, the rail round sends the node's L records to each of nNodes-1
+// rail peers and receives as many.
+double fullMatrixBytes(int nNodes, int L) {
+  const double rec = 176 + 24.0 * nNodes * L;
+  return (L - 1) * rec + 2.0 * (nNodes - 1) * L * rec;
+}
+// Per-rank protocol (src/exec/count_exchange.h): node gather 1 reads from each mate its
+// header, verdict, its count to this rank and, for this rank's rail, nNodes expectations,
+// receive offsets and round chunks; node gather 2 a verdict and (signals, last batch); each rail
+// round trades one message with each rail peer: 48 + 32 + 8L bytes, then 24 + 32.
+double perRankBytes(int nNodes, int L) {
+  const double shared = (L - 1) * (176 + 32 + 8 * (3.0 * nNodes + 1) + 32 + 16);
+  const double rail = 2.0 * (nNodes - 1) * ((48 + 32 + 8.0 * L) + (24 + 32));
+  return shared + rail;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int maxRanks = argc > 1 ? atoi(argv[1]) : 1024;
+  const int calls = argc > 2 ? atoi(argv[2]) : 20;
+  const int globalMax = argc > 3 ? atoi(argv[3]) : 256;
+  const int L = 8;
+  printf("%6s %6s %11s %11s %13s %13s %9s %9s %13s %13s\n", "ranks", "nodes", "global(ms)",
+         "inputs(ms)", "rankplan(ms)", "+groups(ms)", "ops/rank", "groups", "xchg old(B)",
+         "xchg new(B)");
+  for (int n = 16; n <= maxRanks; n *= 2) {
+    const Topology topo = Topology::blocks(n / L, L);
+    const Options o;
+    std::mt19937_64 rng(n);
+    double tGlobal = -1, tInputs = 0, tPlan = 0, tGroups = 0;
+    size_t ops = 0, groups = 0;
+    Carry carry;
+    for (int c = 0; c < calls; ++c) {
+      const auto bytes = moeCounts(rng, n);
+      const int me = (int)(rng() % n);
+      double t0 = now();
+      const MatrixInputs inputs(topo, bytes, o, carry);
+      const RankInputs in = inputs.of(me);
+      double t1 = now();
+      const RankPlanResult r = makeRankPlan(topo, o, in);
+      double t2 = now();
+      groups += groupOps(r.plan).size();
+      tGroups += now() - t2;
+      tInputs += t1 - t0;
+      tPlan += t2 - t1;
+      ops += r.plan.ops.size();
+      if (c == 0 && n <= globalMax) {
+        const double g0 = now();
+        const Plan p = makeAlltoallvPlan(topo, bytes, o, carry);
+        tGlobal = now() - g0;
+      }
+      carry = inputs.after();
+    }
+    printf("%6d %6d %11.3f %11.3f %13.4f %13.4f %9zu %9zu %13.0f %13.0f\n", n, n / L,
+           tGlobal < 0 ? -1.0 : tGlobal * 1e3, tInputs / calls * 1e3, tPlan / calls * 1e3,
+           tGroups / calls * 1e3, ops / calls, groups / calls, fullMatrixBytes(n / L, L),
+           perRankBytes(n / L, L));
+  }
+  return 0;
+}
