@@ -103,6 +103,19 @@ rmaccResult_t rmaccAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
                              rmaccDataType_t datatype, rmaccComm_t comm, rmaccStream_t stream);
 rmaccResult_t rmaccBarrier(rmaccComm_t comm, rmaccStream_t stream);
 
+/* Counts on the device (CUDA backend; host pointers on the host backend), read when the stream
+   reaches the call: sendcounts[] and sdispls[] (nranks each, elements). Received blocks are
+   packed into recvbuff in source-rank order; recvcounts[] and rdispls[] (nranks each) are written
+   before later work on the stream runs. Blocks that would not fit in recvcapacity elements:
+   nothing is written past it, every rank's call fails with rmaccInvalidUsage (through
+   rmaccCommGetAsyncError / rmaccStreamSynchronize) and recvcounts says what would have arrived.
+   (DESIGN.md 4.1. Not yet capturable in a CUDA graph.) */
+rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t* sendcounts,
+                                    const size_t* sdispls, void* recvbuff, size_t recvcapacity,
+                                    size_t* recvcounts, size_t* rdispls,
+                                    rmaccDataType_t datatype, rmaccComm_t comm,
+                                    rmaccStream_t stream);
+
 /* Extensions (not in the original contract). */
 
 /* Size in bytes of one element of a datatype, 0 for an unknown one. */

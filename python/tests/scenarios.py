@@ -122,12 +122,29 @@ def correctness(device):
         run_single(comm, device, s, (16,), torch.float32, False, "large random")
         comm.barrier()
         lists(comm, device)
+        device_splits(comm, device)
         rmacc_memory(comm, device)
         compiled(comm, device)
         calls += 4
     comm.close()  # a second close does nothing
     deferred_close(device)
     return calls
+
+
+def device_splits(comm, device):
+    """all_to_all_v: the splits are a tensor on the device, read when the stream reaches the
+    call; received rows are packed in source-rank order and their counts returned."""
+    r, n = comm.rank, comm.size
+    s = split_matrix(n, "random", seed=77)
+    inp = torch.cat([block(r, j, s[r][j], (2,), torch.float32, device) for j in range(n)])
+    total = sum(s[i][r] for i in range(n))
+    out = poisoned((total + 5, 2), torch.float32, device)
+    splits = torch.tensor([s[r][j] for j in range(n)], dtype=torch.int64, device=device)
+    got = comm.all_to_all_v(out, inp, splits)
+    comm.synchronize()
+    assert got.tolist() == [s[i][r] for i in range(n)], (got.tolist(), r)
+    expect = torch.cat([block(i, r, s[i][r], (2,), torch.float32, device) for i in range(n)])
+    assert same(out[:total], expect), "all_to_all_v rows"
 
 
 def lists(comm, device):

@@ -57,24 +57,17 @@ std::string convert(const WindowRegistry& mem, const void* sendbuff, const size_
   return "";
 }
 
-// `rejected`: the caller already found the arguments bad (the reason); the call still joins.
-void alltoallv(Comm& c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
-               void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
-               rmaccDataType_t datatype, rmaccStream_t stream, uint64_t callSeq,
-               std::string rejected = "") {
-  AlltoallvArgs a;
-  a.sendbuff = sendbuff;
-  a.recvbuff = recvbuff;
-  a.callSeq = callSeq;
-  a.rejected = !rejected.empty() ? rejected
-                                 : convert(c.windows(), sendbuff, sendcounts, sdispls, recvbuff,
-                                           recvcounts, rdispls, rmaccTypeSize(datatype), c.nRanks(), a);
+// Hands the call to the progress thread (a rejected call still joins the count exchange, so
+// that the other ranks skip it too), then reports the rejection, or, on the host backend's NULL
+// stream, waits for the call and reports how it ended.
+void enqueue(Comm& c, AlltoallvArgs a, rmaccStream_t stream) {
   Stream* s = nullptr;
   if (a.rejected.empty()) {
     try {
       s = &c.streamOf(stream);
     } catch (const Error& e) {
       a.rejected = e.what();
+      a.dynamic.reset();
     }
   }
   std::string reason = a.rejected;
@@ -87,6 +80,21 @@ void alltoallv(Comm& c, const void* sendbuff, const size_t* sendcounts, const si
     rmaccResult_t e = c.coll().takeCallError(seq, &text);
     if (e != rmaccSuccess) throw Error(e, text);
   }
+}
+
+// `rejected`: the caller already found the arguments bad (the reason); the call still joins.
+void alltoallv(Comm& c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+               void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+               rmaccDataType_t datatype, rmaccStream_t stream, uint64_t callSeq,
+               std::string rejected = "") {
+  AlltoallvArgs a;
+  a.sendbuff = sendbuff;
+  a.recvbuff = recvbuff;
+  a.callSeq = callSeq;
+  a.rejected = !rejected.empty() ? rejected
+                                 : convert(c.windows(), sendbuff, sendcounts, sdispls, recvbuff,
+                                           recvcounts, rdispls, rmaccTypeSize(datatype), c.nRanks(), a);
+  enqueue(c, std::move(a), stream);
 }
 
 }  // namespace
@@ -124,3 +132,41 @@ RMACC_API rmaccResult_t rmaccAlltoAll(const void* sendbuff, void* recvbuff, size
     });
   });
 }
+
+RMACC_API rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t* sendcounts,
+                                              const size_t* sdispls, void* recvbuff,
+                                              size_t recvcapacity, size_t* recvcounts,
+                                              size_t* rdispls, rmaccDataType_t datatype,
+                                              rmaccComm_t comm, rmaccStream_t stream) {
+  return guarded(comm, "rmaccAlltoAllvDynamic", [&] {
+    Comm& c = healthyComm(comm);
+    collective(c, "rmaccAlltoAllvDynamic", [&](uint64_t seq) {
+      AlltoallvArgs a;
+      a.sendbuff = sendbuff;
+      a.recvbuff = recvbuff;
+      a.callSeq = seq;
+      DynamicArgs d;
+      d.sendcounts = sendcounts;
+      d.sdispls = sdispls;
+      d.recvcounts = recvcounts;
+      d.rdispls = rdispls;
+      d.capacity = recvcapacity;
+      d.esize = rmaccTypeSize(datatype);
+      // What can be checked before the counts are known; the rest once the stream reads them.
+      if (d.esize == 0) a.rejected = "unknown datatype";
+      else if (!sendcounts || !sdispls || !recvcounts || !rdispls)
+        a.rejected = "counts and displacement arrays must not be NULL";
+      else if (recvcapacity > SIZE_MAX / d.esize / 2)
+        a.rejected = strprintf("recvcapacity = %zu elements of %zu bytes overflows the address space",
+                               recvcapacity, d.esize);
+      else if (recvcapacity && !recvbuff)
+        a.rejected = "recvbuff is NULL with recvcapacity > 0";
+      else if (uint64_t past = recvcapacity ? c.windows().overrun(recvbuff, recvcapacity * d.esize) : 0)
+        a.rejected = strprintf("recvcapacity = %zu elements runs %llu bytes past the end of recvbuff's "
+                               "rmaccMemAlloc buffer", recvcapacity, (unsigned long long)past);
+      if (a.rejected.empty()) a.dynamic = d;
+      enqueue(c, std::move(a), stream);
+    });
+  });
+}
+

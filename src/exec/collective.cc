@@ -54,6 +54,8 @@ CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
   remoteStaging_ = std::make_unique<StagingBuffer>(
       [&be](size_t b) { return be.allocateNicVisible(b); }, comm.proxy());
   executor_ = std::make_unique<Executor>(comm);
+  dynamic_ = std::make_unique<DynamicCounts>(comm.backend(), comm.bootstrap(), comm.rank(),
+                                             comm.nRanks(), comm.cfg().timeoutS);
   counts_ = std::make_unique<CountExchange>(comm.bootstrap(), topo, comm.rank(), planOptions(),
                                             comm.cfg().timeoutS);
   thread_ = std::thread([this] { progressLoop(); });
@@ -81,6 +83,7 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
     // The call starts once the previous one is complete (the executor relies on it), and
     // later work on the user's stream waits for this one.
     TraceWriter::span(comm_.trace(), *user, task.seq, -1, "user", "call", -1, 0, [&] {
+      if (task.args.dynamic) dynamic_->enqueueRead(*user, task.seq, *task.args.dynamic, doneDevice_);
       WaitDesc previous{doneDevice_, task.seq - 1};
       user->waitValues(&previous, 1);
       user->record(*task.start);
@@ -338,9 +341,20 @@ void CollectiveEngine::runTask(Task& task) {
   AlltoallvArgs& a = task.args;
   double t0 = monotonicSeconds();
   bool bad = !a.rejected.empty();
+  // Counts on the device: known once the stream reached the call. Blocks that do not fit fail
+  // the call on every rank (rmaccInvalidUsage, reported when the stream is synchronised), but
+  // recvcounts and rdispls are still written.
+  std::vector<CopyDesc> writeBack;
+  bool dynamicRejected = false;
+  if (!bad && a.dynamic) {
+    a.rejected = dynamic_->resolve(task.seq, *a.dynamic, a, writeBack,
+                                   [&] { return comm_.asyncError() != rmaccSuccess; });
+    bad = dynamicRejected = !a.rejected.empty();
+  }
   Targets targets;
   if (!bad) chooseTargets(task, targets);
   else targets.offset.assign(n, 0);
+  targets.finish.insert(targets.finish.end(), writeBack.begin(), writeBack.end());
   MetaHeader& h = targets.header;
   h.seq = task.seq;
   h.callSeq = a.callSeq;
@@ -366,8 +380,9 @@ void CollectiveEngine::runTask(Task& task) {
   if (x.code != rmaccSuccess) {
     // Nothing moves; the user's stream is released in call order.
     if (x.code == rmaccInvalidUsage) WARN("AlltoAllv call %llu: %s", (unsigned long long)task.seq, x.error.c_str());
-    if (!bad) fail(task.seq, x.code, x.error);
-    executor_->complete(doneFlags(), task.seq);
+    if (dynamicRejected) fail(task.seq, rmaccInvalidUsage, a.rejected);
+    else if (!bad) fail(task.seq, x.code, x.error);
+    executor_->complete(doneFlags(), task.seq, writeBack);
     return;
   }
   counts_->commit(x);

@@ -11,12 +11,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backend/backend.h"
 #include "core/window.h"
+#include "exec/dynamic_counts.h"
 #include "exec/executor.h"
 #include "exec/count_exchange.h"
 #include "exec/signal_space.h"
@@ -33,6 +35,9 @@ struct AlltoallvArgs {
   std::vector<uint64_t> sendBytes, sendOffset;  // by peer, in bytes
   std::vector<uint64_t> recvBytes, recvOffset;
   std::string rejected;  // non-empty: this rank's arguments were invalid (the reason)
+  // Counts on the device (rmaccAlltoAllvDynamic): the byte counts and offsets above are filled
+  // by the progress thread once the stream has reached the call.
+  std::optional<DynamicArgs> dynamic;
   uint64_t callSeq = 0;  // the communicator's collective call number (Comm::beginCall)
 };
 
@@ -101,6 +106,7 @@ class CollectiveEngine {
   std::unique_ptr<MemoryRegion> relayMr_;
   std::vector<PeerTarget> peerRelay_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<DynamicCounts> dynamic_;  // rmaccAlltoAllvDynamic's counts
   std::unique_ptr<CountExchange> counts_;
 
   // Receive staging (DESIGN.md §4: any buffer works; rmaccMemAlloc memory takes the

@@ -252,10 +252,11 @@ void Executor::finishCall(Stream& last, const std::vector<CopyDesc>& finish,
   last.record(*joined_);
 }
 
-void Executor::complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue) {
+void Executor::complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
+                        const std::vector<CopyDesc>& finish) {
   // After the previous call: its done flags must not be overtaken by this one's.
   if (anyCall_) join_->waitEvent(*joined_);
-  finishCall(*join_, {}, done, doneValue);
+  finishCall(*join_, finish, done, doneValue);
   anyCall_ = true;
 }
 

@@ -52,8 +52,10 @@ class Executor {
   // Waits until every lane and the join stream ran or failed all their work (errors are the
   // calls' own to report: they are not thrown here).
   void drain();
-  // Completes a call that moves nothing (rejected or mismatched counts), in call order.
-  void complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue);
+  // Completes a call that moves nothing (rejected or mismatched counts), in call order, after
+  // the `finish` copies (a dynamic call's counts written back).
+  void complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
+                const std::vector<CopyDesc>& finish = {});
 
  private:
   // Consecutive ops of one stream that the backend takes in one call each kind: CE copies,
