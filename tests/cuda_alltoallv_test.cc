@@ -143,6 +143,83 @@ TEST(GpuAlltoallvCache, FreshBuffersEveryCall) {
   });
 }
 
+// rmaccAlltoAllvDynamic with counts in device memory, written by a copy on the same stream just
+// before each call (the call must read them when the stream gets there, not when it is made):
+// blocks packed in source-rank order, recvcounts/rdispls written back in device memory, then an
+// overflow that fails both ranks and writes nothing.
+TEST(GpuAlltoallvDynamic, DeviceCountsReadInStreamOrder) {
+  int nGpu = gpuCount();
+  if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
+  RunOptions o;
+  o.nodeOf = scatteredNodes(1, 2);
+  o.timeoutS = 300;
+  o.env = {{"RMACC_TIMEOUT_S", "60"}};
+  runRanks(2, o, [&](const RankContext& ctx) {
+    const int n = 2, me = ctx.rank;
+    CUDA_OK(cudaSetDevice(me % nGpu));
+    rmaccComm_t comm = nullptr;
+    RMACC_OK(rmaccCommInitRank(&comm, n, ctx.id, me), nullptr);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    constexpr size_t kCap = 4096;
+    size_t *dcounts, *ddispls, *drc, *drd;
+    int32_t *dsend, *drecv;
+    CUDA_OK(cudaMalloc((void**)&dcounts, 4 * n * sizeof(size_t)));
+    ddispls = dcounts + n, drc = dcounts + 2 * n, drd = dcounts + 3 * n;
+    CUDA_OK(cudaMalloc((void**)&dsend, kCap * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc((void**)&drecv, kCap * sizeof(int32_t)));
+    std::vector<size_t> counts(2 * n);  // the host side of each call's counts copy
+    for (int call = 0; call < 12; ++call) {
+      // Counts from i to j this call; the last call overflows rank 1's capacity.
+      auto sends = [&](int i, int j) -> size_t { return call == 11 ? 1500 : (size_t)((i * 7 + j * 3 + call * 5) % 9) * 50; };
+      std::vector<size_t> h(2 * n);
+      std::vector<int32_t> hsend(kCap, 0);
+      size_t off = 0;
+      for (int j = 0; j < n; ++j) {
+        h[j] = sends(me, j), h[n + j] = off;
+        for (size_t k = 0; k < h[j]; ++k) hsend[off + k] = me * 100000 + j * 10000 + call * 100 + (int)k;
+        off += h[j];
+      }
+      std::vector<int32_t> poison(kCap, -9);
+      CUDA_OK(cudaMemcpy(dsend, hsend.data(), kCap * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(drecv, poison.data(), kCap * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemset(dcounts, 0xff, 2 * n * sizeof(size_t)));  // garbage until the stream writes
+      CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
+      counts = h;
+      CUDA_OK(cudaMemcpyAsync(dcounts, counts.data(), 2 * n * sizeof(size_t), cudaMemcpyHostToDevice, stream));
+      size_t cap = call == 11 && me == 1 ? 2999 : kCap;
+      RMACC_OK(rmaccAlltoAllvDynamic(dsend, dcounts, ddispls, drecv, cap, drc, drd, rmaccInt32, comm,
+                                     stream), comm);
+      rmaccResult_t r = rmaccStreamSynchronize(comm, stream);
+      std::vector<size_t> rc(2 * n);
+      std::vector<int32_t> hrecv(kCap);
+      CUDA_OK(cudaMemcpy(rc.data(), drc, 2 * n * sizeof(size_t), cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(hrecv.data(), drecv, kCap * 4, cudaMemcpyDeviceToHost));
+      size_t at = 0;
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(rc[i], sends(i, me)) << "call " << call << " recvcounts from " << i;
+        ASSERT_EQ(rc[n + i], at) << "call " << call << " rdispls from " << i;
+        at += rc[i];
+      }
+      if (call == 11) {
+        EXPECT_EQ(r, rmaccInvalidUsage) << rmaccGetLastError(comm);
+        for (size_t k = 0; k < kCap; ++k) ASSERT_EQ(hrecv[k], -9) << "a failed call wrote element " << k;
+        continue;
+      }
+      ASSERT_EQ(r, rmaccSuccess) << rmaccGetLastError(comm);
+      for (int i = 0; i < n; ++i)
+        for (size_t k = 0; k < rc[i]; ++k)
+          ASSERT_EQ(hrecv[rc[n + i] + k], i * 100000 + me * 10000 + call * 100 + (int)k)
+              << "call " << call << " from " << i << " element " << k;
+    }
+    cudaFree(dcounts);
+    cudaFree(dsend);
+    cudaFree(drecv);
+    cudaStreamDestroy(stream);
+    RMACC_OK(rmaccCommDestroy(comm), nullptr);
+  });
+}
+
 class GpuAlltoallv : public testing::TestWithParam<Shape> {};
 
 TEST_P(GpuAlltoallv, HundredCallsByteExact) {
