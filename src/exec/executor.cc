@@ -16,6 +16,13 @@ using plan::Op;
 using plan::OpKind;
 using plan::Region;
 
+namespace {
+
+// Copies within the device above this size get the local stream (see streamFor).
+constexpr uint64_t kOwnStreamAbove = 1 << 20;
+
+}  // namespace
+
 Executor::Executor(Comm& comm) : comm_(comm) {
   Backend& be = comm.backend();
   const Config& cfg = comm.cfg();
@@ -64,8 +71,10 @@ Event& Executor::nextEvent() {
 }
 
 Stream& Executor::streamFor(const Op& op) {
-  if (op.kind == OpKind::kCopy) return *local_;
-  if (serial_) return *ceStreams_[0];
+  // A large copy within the device runs beside the CE puts, on a stream of its own; a small one
+  // costs less than the hand-off to another stream (two more host calls and an event).
+  if (op.kind == OpKind::kCopy && op.bytes > kOwnStreamAbove) return *local_;
+  if (serial_ || op.kind == OpKind::kCopy) return *ceStreams_[0];
   switch (op.lane) {
     case Lane::kCePut:
       // All CE ops towards one peer share a stream: its signal writes must stay in order.
