@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 import rmacc
+import rmacc.local
 from rmacc import _lib
 from rmacc._args import counts_and_displs, DTYPES
 
@@ -192,37 +193,6 @@ def main(a):
     dist.destroy_process_group()
 
 
-def spawn_local(a):
-    """Without torchrun: a.nproc CPU ranks on this machine, over a.nodes emulated nodes."""
-    import multiprocessing as mp
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for r in range(a.nproc):
-        env = {"RANK": str(r), "WORLD_SIZE": str(a.nproc), "LOCAL_RANK": str(r),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "BENCH_DEVICE": "cpu",
-               "RMACC_HOSTNAME": "node%d" % (r * a.nodes // a.nproc),
-               "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo", "RMACC_NET_PROVIDER": "tcp"}
-        p = mp.get_context("fork").Process(target=_child, args=(a, env))
-        p.start()
-        procs.append(p)
-    for p in procs:
-        p.join()
-    if any(p.exitcode for p in procs):
-        raise SystemExit("a rank failed")
-
-
-def _child(a, env):
-    os.environ.update(env)
-    torch.set_num_threads(1)
-    main(a)
-
-
 if __name__ == "__main__":
     args = parse()
-    if "RANK" in os.environ:
-        main(args)
-    else:
-        spawn_local(args)
+    rmacc.local.run_main(main, args, args.nproc, args.nodes, {"BENCH_DEVICE": "cpu"})

@@ -20,6 +20,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import rmacc
+import rmacc.local
 
 
 def parse():
@@ -132,38 +133,6 @@ def main(a):
         raise SystemExit("rank %d: rmacc and torch.distributed outputs differ" % rank)
 
 
-def spawn_local(a):
-    """Without torchrun: a.nproc CPU ranks on this machine, over a.nodes emulated nodes."""
-    import multiprocessing as mp
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for r in range(a.nproc):
-        env = {"RANK": str(r), "WORLD_SIZE": str(a.nproc), "LOCAL_RANK": str(r),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "MOE_DEVICE": "cpu",
-               "RMACC_HOSTNAME": "node%d" % (r * a.nodes // a.nproc),
-               "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo", "RMACC_NET_PROVIDER": "tcp"}
-        p = mp.get_context("fork").Process(target=_child, args=(a, env))
-        p.start()
-        procs.append(p)
-    for p in procs:
-        p.join()
-    bad = [r for r, p in enumerate(procs) if p.exitcode]
-    if bad:
-        raise SystemExit("ranks %s failed" % bad)
-
-
-def _child(a, env):
-    os.environ.update(env)
-    torch.set_num_threads(1)
-    main(a)
-
-
 if __name__ == "__main__":
     args = parse()
-    if "RANK" in os.environ:
-        main(args)
-    else:
-        spawn_local(args)
+    rmacc.local.run_main(main, args, args.nproc, args.nodes, {"MOE_DEVICE": "cpu"})

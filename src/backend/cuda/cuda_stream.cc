@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_stream.h"
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <thread>
 
@@ -134,22 +135,29 @@ void CudaStream::writeValue(volatile uint64_t* addr, uint64_t value) {
                                       CU_STREAM_WRITE_VALUE_DEFAULT));
 }
 
-// Memory operations of one batch run in order, each with the fence writeValue describes.
-void CudaStream::writeValues(const WriteDesc* ops, size_t n) {
-  checkNotAborted();
+// Enqueues n memory operations, at most kMaxMemOpsPerCall a driver call; fill(i, op) sets op i.
+// `last` (may be empty) adjusts the last op of each driver call.
+void CudaStream::enqueueMemOps(size_t n, const std::function<void(size_t, CUstreamBatchMemOpParams&)>& fill,
+                               const std::function<void(CUstreamBatchMemOpParams&)>& last) {
   ContextGuard guard(*state_);
   for (size_t base = 0; base < n; base += kMaxMemOpsPerCall) {
     size_t count = std::min(kMaxMemOpsPerCall, n - base);
     memOps_.assign(count, CUstreamBatchMemOpParams{});
-    for (size_t i = 0; i < count; ++i) {
-      auto& w = memOps_[i].writeValue;
-      w.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-      w.address = devPtr(ops[base + i].addr);
-      w.value64 = ops[base + i].value;
-      w.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-    }
+    for (size_t i = 0; i < count; ++i) fill(base + i, memOps_[i]);
+    if (last) last(memOps_.back());
     RMACC_CU_CHECK(driver().cuStreamBatchMemOp((CUstream)stream_, (unsigned)count, memOps_.data(), 0));
   }
+}
+
+// Memory operations of one batch run in order, each with the fence writeValue describes.
+void CudaStream::writeValues(const WriteDesc* ops, size_t n) {
+  checkNotAborted();
+  enqueueMemOps(n, [&](size_t i, CUstreamBatchMemOpParams& p) {
+    p.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    p.writeValue.address = devPtr(ops[i].addr);
+    p.writeValue.value64 = ops[i].value;
+    p.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  }, {});
 }
 
 void CudaStream::waitValues(const WaitDesc* ops, size_t n) {
@@ -164,24 +172,17 @@ void CudaStream::waitValues(const WaitDesc* ops, size_t n) {
       if (!fresh && cyclicLess(it->second, ops[i].value)) it->second = ops[i].value;
     }
   }
-  ContextGuard guard(*state_);
-  for (size_t base = 0; base < n; base += kMaxMemOpsPerCall) {
-    size_t count = std::min(kMaxMemOpsPerCall, n - base);
-    memOps_.assign(count, CUstreamBatchMemOpParams{});
-    for (size_t i = 0; i < count; ++i) {
-      auto& w = memOps_[i].waitValue;
-      w.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
-      w.address = devPtr(ops[base + i].addr);
-      w.value64 = ops[base + i].value;
-      // GEQ compares cyclically, see cyclicLess().
-      w.flags = CU_STREAM_WAIT_VALUE_GEQ;
-    }
+  enqueueMemOps(n, [&](size_t i, CUstreamBatchMemOpParams& p) {
+    p.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+    p.waitValue.address = devPtr(ops[i].addr);
+    p.waitValue.value64 = ops[i].value;
+    p.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;  // compares cyclically, see cyclicLess()
+  }, [&](CUstreamBatchMemOpParams& p) {
     // Where the platform needs it, flush remote (NIC, GPUDirect RDMA) writes after the last
     // wait, so that data a proxy saw land before it bumped the counter is visible to the
     // copies that follow. Once per call is enough: the ops of one call run in order.
-    if (state_->canFlushRemoteWrites) memOps_.back().waitValue.flags |= CU_STREAM_WAIT_VALUE_FLUSH;
-    RMACC_CU_CHECK(driver().cuStreamBatchMemOp((CUstream)stream_, (unsigned)count, memOps_.data(), 0));
-  }
+    if (state_->canFlushRemoteWrites) p.waitValue.flags |= CU_STREAM_WAIT_VALUE_FLUSH;
+  });
 }
 
 void CudaStream::record(Event& event) {

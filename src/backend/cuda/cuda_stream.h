@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -75,6 +76,8 @@ class CudaStream : public Stream {
   std::vector<void*> dsts_;
   std::vector<const void*> srcs_;
   std::vector<size_t> sizes_;
+  void enqueueMemOps(size_t n, const std::function<void(size_t, CUstreamBatchMemOpParams&)>& fill,
+                     const std::function<void(CUstreamBatchMemOpParams&)>& last);
   std::vector<CUstreamBatchMemOpParams> memOps_;
 };
 
