@@ -40,11 +40,14 @@ std::string convert(const WindowRegistry& mem, const void* sendbuff, const size_
     if (a.recvBytes[p] && !recvbuff) return strprintf("recvbuff is NULL with recvcounts[%d] > 0", p);
     if (a.recvBytes[p]) recvBlocks.push_back({a.recvOffset[p], a.recvBytes[p]});
     // A block running past an rmaccMemAlloc buffer would read or write the next mapping.
-    if (uint64_t past = a.sendBytes[p] ? mem.overrun((const char*)sendbuff + a.sendOffset[p], a.sendBytes[p]) : 0)
+    // Measured from the buffer's start (offsets are below SIZE_MAX / 2): a block that starts at
+    // or after the allocation's end lies in no allocation, and a lookup of the block alone
+    // would let it through.
+    if (uint64_t past = a.sendBytes[p] ? mem.overrun(sendbuff, a.sendOffset[p] + a.sendBytes[p]) : 0)
       return strprintf("send block to rank %d (%zu elements at displacement %zu) runs %llu bytes past "
                        "the end of sendbuff's rmaccMemAlloc buffer", p, sendcounts[p], sdispls[p],
                        (unsigned long long)past);
-    if (uint64_t past = a.recvBytes[p] ? mem.overrun((char*)recvbuff + a.recvOffset[p], a.recvBytes[p]) : 0)
+    if (uint64_t past = a.recvBytes[p] ? mem.overrun(recvbuff, a.recvOffset[p] + a.recvBytes[p]) : 0)
       return strprintf("receive block from rank %d (%zu elements at displacement %zu) runs %llu bytes "
                        "past the end of recvbuff's rmaccMemAlloc buffer", p, recvcounts[p], rdispls[p],
                        (unsigned long long)past);
