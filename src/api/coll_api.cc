@@ -63,7 +63,7 @@ std::string convert(const WindowRegistry& mem, const void* sendbuff, const size_
 // `rejected`: the caller already found the arguments bad (the reason); the call still joins.
 void alltoallv(Comm& c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
                void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
-               rmaccDataType_t datatype, rmaccStream_t stream, uint64_t callSeq,
+               int datatype, rmaccStream_t stream, uint64_t callSeq,
                std::string rejected = "") {
   AlltoallvArgs a;
   a.sendbuff = sendbuff;
@@ -71,7 +71,7 @@ void alltoallv(Comm& c, const void* sendbuff, const size_t* sendcounts, const si
   a.callSeq = callSeq;
   a.rejected = !rejected.empty() ? rejected
                                  : convert(c.windows(), sendbuff, sendcounts, sdispls, recvbuff,
-                                           recvcounts, rdispls, rmaccTypeSize(datatype), c.nRanks(), a);
+                                           recvcounts, rdispls, typeSize(datatype), c.nRanks(), a);
   Stream* s = nullptr;
   if (a.rejected.empty()) {
     try {
@@ -102,7 +102,8 @@ RMACC_API rmaccResult_t rmaccAlltoAllv(const void* sendbuff, const size_t sendco
   return guarded(comm, "rmaccAlltoAllv", [&] {
     Comm& c = healthyComm(comm);
     collective(c, "rmaccAlltoAllv", [&](uint64_t seq) {
-      alltoallv(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, stream, seq);
+      alltoallv(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, rawValue(datatype),
+                stream, seq);
     });
   });
 }
@@ -113,7 +114,7 @@ RMACC_API rmaccResult_t rmaccAlltoAll(const void* sendbuff, void* recvbuff, size
   return guarded(comm, "rmaccAlltoAll", [&] {
     Comm& c = healthyComm(comm);
     const int n = c.nRanks();
-    const size_t esize = rmaccTypeSize(datatype);
+    const size_t esize = typeSize(rawValue(datatype));
     std::string rejected;
     // The buffers hold n blocks of count elements: say so when that many bytes cannot exist.
     if (esize && count > SIZE_MAX / esize / (size_t)n)
@@ -123,7 +124,7 @@ RMACC_API rmaccResult_t rmaccAlltoAll(const void* sendbuff, void* recvbuff, size
     for (int p = 0; p < n && rejected.empty(); ++p) displs[p] = (size_t)p * count;
     collective(c, "rmaccAlltoAll", [&](uint64_t seq) {
       alltoallv(c, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(), displs.data(),
-                datatype, stream, seq, rejected);
+                rawValue(datatype), stream, seq, rejected);
     });
   });
 }
