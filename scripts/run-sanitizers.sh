@@ -27,7 +27,7 @@ case "$kind" in
   thread)
     dir=build-tsan flags=thread
     targets=(bootstrap_test net_test rma_test alltoallv_test)
-    exclude='NOT_BUILT|package_install|OneGibibyte|AlltoallvCase\.ByteExact/(1x8|8x1|2x4|4x2)_'
+    exclude='NOT_BUILT|package_install|python_|OneGibibyte|Soak|AlltoallvCase\.ByteExact/(1x8|8x1|2x4|4x2)_'
     # Ranks leave with _exit, which skips TSan's exit code: reports go to files, counted below.
     rm -rf "$PWD/$dir/tsan-logs" && mkdir -p "$PWD/$dir/tsan-logs"
     export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 log_path=$PWD/$dir/tsan-logs/r suppressions=$PWD/scripts/sanitizer/tsan.supp"
