@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -387,14 +388,23 @@ TEST(Alltoallv, MismatchAnywhereFailsEverywhere) {
 // A rank killed between calls: the survivors' next AlltoAllV fails within RMACC_TIMEOUT_S.
 // Across nodes the count exchange runs on the control plane (a closed socket); within one node
 // through shared memory (the exchange watches the peer's process).
+// The victim dies only once every survivor finished the first call: dying the moment its own
+// call returned raced with a survivor still finishing the first call, which then failed
+// (seen once in a full run on the loaded 2-core machine).
 void deadPeerCase(Topo shape) {
   const int n = shape.nodes * shape.local;
-  std::vector<int> status = runRanksStatus(n, optionsFor(shape, {{"RMACC_TIMEOUT_S", "5"}}),
-                                           [&](const RankContext& ctx) {
+  RunOptions o = optionsFor(shape, {{"RMACC_TIMEOUT_S", "5"}});
+  o.sharedBytes = sizeof(std::atomic<int>);
+  std::vector<int> status = runRanksStatus(n, o, [&](const RankContext& ctx) {
+    auto* firstDone = static_cast<std::atomic<int>*>(ctx.shared);  // zeroed scratch: starts at 0
     TestComm comm(ctx);
     auto counts = makeCounts(Pattern::kRandom, n, 1000, 8);
     oneCall(comm, counts, rmaccFloat32, false, 8, comm.stream());
-    if (ctx.rank == n - 1) raise(SIGKILL);
+    if (ctx.rank == n - 1) {
+      while (firstDone->load() < n - 1) usleep(1000);
+      raise(SIGKILL);
+    }
+    firstDone->fetch_add(1);
     auto t0 = std::chrono::steady_clock::now();
     Layout l = makeLayout(counts, n, ctx.rank, 8);
     std::vector<uint8_t> send(l.sendElems * 4 + 4), recv(l.recvElems * 4 + 4, kPoison);

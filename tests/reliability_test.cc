@@ -235,6 +235,36 @@ TEST(Reliability, BlockPastAllocatedBufferIsRefused) {
   });
 }
 
+// Blocks that start at or after the end of the rmaccMemAlloc buffer holding sendbuff or
+// recvbuff are refused too (the campaign's case: the per-block lookup found no buffer holding
+// them and let them through). Rank 1's buffer starts 512 bytes before the end of its 4 KiB
+// allocation and holds 4 blocks of 256 bytes: its last two blocks lie wholly past the end.
+class PastTheEnd : public ::testing::TestWithParam<bool> {};  // true: recvbuff, false: sendbuff
+
+TEST_P(PastTheEnd, AlltoAllBlocksBeyondTheBufferAreRefused) {
+  const bool badRecv = GetParam();
+  runRanks(kRanks, options(), [badRecv](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int n = ctx.nRanks, me = ctx.rank;
+    constexpr size_t kBytes = 4096, kBlock = 256;
+    uint8_t* mem = nullptr;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), reinterpret_cast<void**>(&mem), kBytes));
+    memset(mem, 0xEE, kBytes);
+    uint8_t* send = mem;
+    uint8_t* recv = mem + 2048;
+    if (me == 1) (badRecv ? recv : send) = mem + kBytes - 512;
+    rmaccResult_t r = rmaccAlltoAll(send, recv, kBlock, rmaccUint8, comm.get(), nullptr);
+    EXPECT_EQ(r, me == 1 ? rmaccInvalidArgument : rmaccInvalidUsage) << comm.lastError();
+    if (me == 1)
+      EXPECT_NE(std::string(comm.lastError()).find("past the end"), std::string::npos) << comm.lastError();
+    for (size_t i = 0; i < kBytes; ++i) ASSERT_EQ(mem[i], 0xEE) << "byte " << i << " written";
+    RMACC_ASSERT_OK(rmaccMemFree(comm.get(), mem));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Reliability, PastTheEnd, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Recvbuff" : "Sendbuff"; });
+
 // A bad window handle at deregistration fails every rank at once (it joins the exchange).
 TEST(Reliability, BadDeregisterFailsEveryRankAtOnce) {
   runRanks(kRanks, options(), [](const RankContext& ctx) {

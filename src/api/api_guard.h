@@ -3,6 +3,7 @@
 // thread's, for calls without a communicator).
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -30,6 +31,17 @@ std::string& threadLastError();
 Comm& commOf(rmaccComm_t comm);
 // Same, and fails with the communicator's fatal error if it has one.
 Comm& healthyComm(rmaccComm_t comm);
+
+// A datatype as the caller passed it. C callers may pass any int, and a value outside the C++
+// enum's range must not be loaded as the enum (undefined; UBSan's enum check stops there): read
+// its bits instead, and look the size up from them.
+inline int rawValue(const rmaccDataType_t& datatype) {
+  int v;
+  static_assert(sizeof(v) == sizeof(datatype), "rmaccDataType_t is an int-sized enum");
+  memcpy(&v, &datatype, sizeof(v));
+  return v;
+}
+size_t typeSize(int datatype);  // 0 for an unknown datatype
 
 // Errors after which a communicator cannot go on: a peer or the network failed, or a wait ran
 // out (the ranks are then out of step). They poison it (Comm::failCall).

@@ -40,11 +40,14 @@ std::string convert(const WindowRegistry& mem, const void* sendbuff, const size_
     if (a.recvBytes[p] && !recvbuff) return strprintf("recvbuff is NULL with recvcounts[%d] > 0", p);
     if (a.recvBytes[p]) recvBlocks.push_back({a.recvOffset[p], a.recvBytes[p]});
     // A block running past an rmaccMemAlloc buffer would read or write the next mapping.
-    if (uint64_t past = a.sendBytes[p] ? mem.overrun((const char*)sendbuff + a.sendOffset[p], a.sendBytes[p]) : 0)
+    // Measured from the buffer's start (offsets are below SIZE_MAX / 2): a block that starts at
+    // or after the allocation's end lies in no allocation, and a lookup of the block alone
+    // would let it through.
+    if (uint64_t past = a.sendBytes[p] ? mem.overrun(sendbuff, a.sendOffset[p] + a.sendBytes[p]) : 0)
       return strprintf("send block to rank %d (%zu elements at displacement %zu) runs %llu bytes past "
                        "the end of sendbuff's rmaccMemAlloc buffer", p, sendcounts[p], sdispls[p],
                        (unsigned long long)past);
-    if (uint64_t past = a.recvBytes[p] ? mem.overrun((char*)recvbuff + a.recvOffset[p], a.recvBytes[p]) : 0)
+    if (uint64_t past = a.recvBytes[p] ? mem.overrun(recvbuff, a.recvOffset[p] + a.recvBytes[p]) : 0)
       return strprintf("receive block from rank %d (%zu elements at displacement %zu) runs %llu bytes "
                        "past the end of recvbuff's rmaccMemAlloc buffer", p, recvcounts[p], rdispls[p],
                        (unsigned long long)past);
@@ -85,7 +88,7 @@ void enqueue(Comm& c, AlltoallvArgs a, rmaccStream_t stream) {
 // `rejected`: the caller already found the arguments bad (the reason); the call still joins.
 void alltoallv(Comm& c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
                void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
-               rmaccDataType_t datatype, rmaccStream_t stream, uint64_t callSeq,
+               int datatype, rmaccStream_t stream, uint64_t callSeq,
                std::string rejected = "") {
   AlltoallvArgs a;
   a.sendbuff = sendbuff;
@@ -93,7 +96,7 @@ void alltoallv(Comm& c, const void* sendbuff, const size_t* sendcounts, const si
   a.callSeq = callSeq;
   a.rejected = !rejected.empty() ? rejected
                                  : convert(c.windows(), sendbuff, sendcounts, sdispls, recvbuff,
-                                           recvcounts, rdispls, rmaccTypeSize(datatype), c.nRanks(), a);
+                                           recvcounts, rdispls, typeSize(datatype), c.nRanks(), a);
   enqueue(c, std::move(a), stream);
 }
 
@@ -107,7 +110,8 @@ RMACC_API rmaccResult_t rmaccAlltoAllv(const void* sendbuff, const size_t sendco
   return guarded(comm, "rmaccAlltoAllv", [&] {
     Comm& c = healthyComm(comm);
     collective(c, "rmaccAlltoAllv", [&](uint64_t seq) {
-      alltoallv(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, stream, seq);
+      alltoallv(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, rawValue(datatype),
+                stream, seq);
     });
   });
 }
@@ -118,7 +122,7 @@ RMACC_API rmaccResult_t rmaccAlltoAll(const void* sendbuff, void* recvbuff, size
   return guarded(comm, "rmaccAlltoAll", [&] {
     Comm& c = healthyComm(comm);
     const int n = c.nRanks();
-    const size_t esize = rmaccTypeSize(datatype);
+    const size_t esize = typeSize(rawValue(datatype));
     std::string rejected;
     // The buffers hold n blocks of count elements: say so when that many bytes cannot exist.
     if (esize && count > SIZE_MAX / esize / (size_t)n)
@@ -128,7 +132,7 @@ RMACC_API rmaccResult_t rmaccAlltoAll(const void* sendbuff, void* recvbuff, size
     for (int p = 0; p < n && rejected.empty(); ++p) displs[p] = (size_t)p * count;
     collective(c, "rmaccAlltoAll", [&](uint64_t seq) {
       alltoallv(c, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(), displs.data(),
-                datatype, stream, seq, rejected);
+                rawValue(datatype), stream, seq, rejected);
     });
   });
 }
@@ -151,7 +155,7 @@ RMACC_API rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t
       d.recvcounts = recvcounts;
       d.rdispls = rdispls;
       d.capacity = recvcapacity;
-      d.esize = rmaccTypeSize(datatype);
+      d.esize = typeSize(rawValue(datatype));
       // What can be checked before the counts are known; the rest once the stream reads them.
       if (d.esize == 0) a.rejected = "unknown datatype";
       else if (!sendcounts || !sdispls || !recvcounts || !rdispls)

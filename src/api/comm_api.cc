@@ -135,7 +135,7 @@ RMACC_API rmaccResult_t rmaccCommLocalInfo(rmaccComm_t comm, int* localRank, int
   });
 }
 
-RMACC_API size_t rmaccTypeSize(rmaccDataType_t datatype) {
+size_t rmacc::api::typeSize(int datatype) {
   switch (datatype) {
     case rmaccInt8: case rmaccUint8: return 1;
     case rmaccFloat16: case rmaccBfloat16: return 2;
@@ -144,3 +144,5 @@ RMACC_API size_t rmaccTypeSize(rmaccDataType_t datatype) {
     default: return 0;
   }
 }
+
+RMACC_API size_t rmaccTypeSize(rmaccDataType_t datatype) { return typeSize(rawValue(datatype)); }

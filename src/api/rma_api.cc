@@ -97,8 +97,8 @@ RMACC_API rmaccResult_t rmaccPutSignal(const void* localbuff, size_t count, rmac
                                        rmaccStream_t stream) {
   return guarded(comm, "rmaccPutSignal", [&] {
     Comm& c = healthyComm(comm);
-    size_t esize = rmaccTypeSize(datatype);
-    RMACC_ARG_CHECK(esize > 0, "unknown datatype %d", (int)datatype);
+    size_t esize = typeSize(rawValue(datatype));
+    RMACC_ARG_CHECK(esize > 0, "unknown datatype %d", rawValue(datatype));
     checkPeer(c, peer);
     checkSignal(sigIdx, ctx);
     RMACC_ARG_CHECK(flags == 0, "flags %u: no flags are defined", flags);

@@ -110,7 +110,8 @@ rmaccResult_t CollectiveEngine::takeCallError(uint64_t seq, std::string* text) {
 rmaccResult_t CollectiveEngine::takeAnyCallError(std::string* text) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = callErrors_.begin();
-  while (it != callErrors_.end() && it->first > *doneFlag_) ++it;
+  const uint64_t done = doneSeq();
+  while (it != callErrors_.end() && it->first > done) ++it;
   if (it == callErrors_.end()) return rmaccSuccess;
   rmaccResult_t code = it->second.first;
   if (text) *text = it->second.second;
@@ -430,7 +431,7 @@ void CollectiveEngine::evictPeerMappings(uint64_t seq) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!queue_.empty() || nextSeq_ != seq) return;
   const double deadline = monotonicSeconds() + comm_.cfg().timeoutS;
-  while (*doneFlag_ < seq) {
+  while (doneSeq() < seq) {
     if (comm_.asyncError() != rmaccSuccess || monotonicSeconds() > deadline) return;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }

@@ -99,6 +99,11 @@ class CollectiveEngine {
   // polls its own memory faster than host memory across PCIe).
   std::unique_ptr<Allocation> doneAlloc_;
   volatile uint64_t* doneFlag_ = nullptr;
+  // The last call done: an acquire load, since the stream's worker stores the flag (a plain
+  // read raced with it: ThreadSanitizer, the mapping-cache trim).
+  uint64_t doneSeq() const {
+    return __atomic_load_n(const_cast<const uint64_t*>(doneFlag_), __ATOMIC_ACQUIRE);
+  }
   std::unique_ptr<Allocation> doneDeviceAlloc_;
   volatile uint64_t* doneDevice_ = nullptr;
   std::vector<volatile uint64_t*> doneFlags() const { return {doneFlag_, doneDevice_}; }

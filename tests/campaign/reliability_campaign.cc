@@ -121,7 +121,10 @@ Shared* gShared = nullptr;  // MAP_SHARED before the ranks fork: survives them
   if (c.collective || ctx.bad()) {
     double t0 = nowS();
     rmaccResult_t code = c.call(ctx, &wrong);
-    record(res, code, nowS() - t0, rmaccGetLastError(ctx.comm));
+    // The thread's text: every failed call sets it, also those that name no usable
+    // communicator (GetVersion(NULL), CommCount on a non-communicator), which the
+    // communicator's own text never sees.
+    record(res, code, nowS() - t0, code == rmaccSuccess ? "" : rmaccGetLastError(nullptr));
   }
   uint32_t followWrong = 0;
   res.followCode = checkedAlltoAll(ctx.comm, ctx.me, ctx.n, &followWrong);
@@ -172,10 +175,12 @@ void runCase(const Case& c, bool init, Totals& t) {
   }
   const RankResult& b = gShared->r[kBad];
   const bool clean = !crash && !hang && !wrong && !accepted && b.ran && b.msg[0];
+  const char* label = clean ? "clean" : crash ? "CRASH" : hang ? "HANG" : wrong ? "WRONG"
+                     : accepted ? "ACCEPTED" : "NOREASON";  // failed, but said nothing
   ++t.cases;
   t.clean += clean, t.accepted += accepted, t.wrong += wrong, t.crash += crash, t.hang += hang;
   printf("%-10s %-44s %-8s bad rank: %-22s slowest rank %.3f s, follow-up %s | %s\n", c.klass,
-         c.name, clean ? "clean" : crash ? "CRASH" : hang ? "HANG" : wrong ? "WRONG" : "ACCEPTED",
+         c.name, label,
          rmaccGetErrorString((rmaccResult_t)b.code), slowest,
          b.followCode == -1 ? "-" : b.followCode == rmaccSuccess ? "ok" : "error", b.msg);
   fflush(stdout);
@@ -345,9 +350,28 @@ std::vector<Case> dataCases() {
   a2aCase("bad datatype", [](Ctx& c, uint32_t* s, uint32_t* r, uint32_t*) { return a2a(c, s, r, kCount, c.bad() ? (rmaccDataType_t)-3 : rmaccUint32, nullptr); });
   a2aCase("unknown stream", [](Ctx& c, uint32_t* s, uint32_t* r, uint32_t*) { return a2a(c, s, r, kCount, rmaccUint32, c.bad() ? bogusStream : nullptr); });
   a2aCase("count differs on one rank", [](Ctx& c, uint32_t* s, uint32_t* r, uint32_t*) { return a2a(c, s, r, c.bad() ? kCount - 1 : kCount, rmaccUint32, nullptr); });
-  a2aCase("recvbuff past its buffer", [](Ctx& c, uint32_t* s, uint32_t* r, uint32_t*) {
-    return c.bad() ? a2a(c, s, (char*)c.mem + 64, kMem / 16, rmaccUint8, nullptr) : a2a(c, s, r, kMem / 16, rmaccUint8, nullptr);
-  });
+  // Blocks of 256 bytes (1 KiB a rank) inside the rmaccMemAlloc'd region: the good ranks send
+  // from mem[0, 1024) and receive into mem[2048, 3072); rank kBad's receive (or send) buffer
+  // starts at mem + 3584, so its last blocks run 512 bytes past the 4 KiB allocation.
+  auto pastCase = [&](const char* n, bool badRecv) {
+    coll("alltoall", n, [badRecv](Ctx& c, uint32_t* wrong) {
+      constexpr size_t kBlock = 256;
+      uint8_t* mem = static_cast<uint8_t*>(c.mem);
+      uint8_t* s = mem;
+      uint8_t* r = mem + 2048;
+      if (c.bad()) (badRecv ? r : s) = mem + kMem - 512;
+      if (!c.bad() || badRecv)
+        for (int p = 0; p < c.n; ++p) memset(s + p * kBlock, c.me << 4 | p, kBlock);
+      if (!c.bad() || !badRecv) memset(r, 0xEE, c.n * kBlock);
+      rmaccResult_t res = a2a(c, s, r, kBlock, rmaccUint8, nullptr);
+      if (res == rmaccSuccess && !c.bad())
+        for (int p = 0; p < c.n; ++p)
+          for (size_t i = 0; i < kBlock; ++i) *wrong += r[p * kBlock + i] != (uint8_t)(p << 4 | c.me);
+      return res;
+    });
+  };
+  pastCase("recvbuff past its buffer", true);
+  pastCase("sendbuff past its buffer", false);
   auto v2 = [&](const char* n, Spoil sp) { coll("alltoallv", n, [sp](Ctx& c, uint32_t* w) { return a2av(c, w, sp); }); };
   v2("sendcounts NULL", [](auto*, auto, auto, auto, auto, bool* nul) { nul[0] = true; });
   v2("rdispls NULL", [](auto*, auto, auto, auto, auto, bool* nul) { nul[3] = true; });

@@ -25,7 +25,9 @@ namespace rmacc::test {
 
 namespace {
 
-struct SharedHeader {
+// Cache-line aligned, so that the tests' shared area right after it is aligned for any struct
+// they put there (it started at offset 132: a misaligned 8-byte member is undefined, UBSan).
+struct alignas(64) SharedHeader {
   std::atomic<int> idReady;
   rmaccUniqueId id;
 };
