@@ -40,8 +40,8 @@ rmaccResult_t dynamicCall(TestComm& comm, int n, int me, const std::vector<size_
     for (size_t k = 0; k < counts[me * n + j]; ++k) send[sdispls[j] + k] = value(me, j, k, call);
   if (gateOnPeer) {
     // The stream waits for a signal from the next rank; the call is made with zero counts and
-    // the real ones are written afterwards: the call must use what is there when the stream
-    // reaches it.
+    // the real ones are written afterwards (before that signal): the call must use what is
+    // there when the stream reaches it.
     rmaccWaitSignalDesc_t w{1, (me + 1) % n, 0, 0};
     EXPECT_EQ(rmaccWaitSignal(1, &w, comm.get(), comm.stream()), rmaccSuccess) << comm.lastError();
   } else {
@@ -52,7 +52,10 @@ rmaccResult_t dynamicCall(TestComm& comm, int n, int me, const std::vector<size_
                                           comm.get(), comm.stream());
   EXPECT_EQ(r, rmaccSuccess) << comm.lastError();
   if (gateOnPeer) {
+    // Every rank writes its counts, then (a barrier later: all have written theirs) releases
+    // the stream of the rank before it.
     for (int j = 0; j < n; ++j) sendcounts[j] = counts[me * n + j];
+    EXPECT_EQ(rmaccBarrier(comm.get(), nullptr), rmaccSuccess) << comm.lastError();
     EXPECT_EQ(rmaccSignal((me + n - 1) % n, 0, 0, 0, comm.get(), nullptr), rmaccSuccess) << comm.lastError();
   }
   r = comm.sync();
