@@ -352,7 +352,7 @@ struct ProxyRank {
     peers = exchange(c, *fabric, windowMr->remote());
     fabric->insertPeers(peers.addrs);
     ProxyOptions po;
-    po.maxPutBytes = maxPutBytes;
+    po.maxPieceBytes = maxPutBytes;
     po.timeoutS = timeoutS;
     proxy = startProxy(*fabric, *backend, c.rank, c.nRanks, signals, po);
     stream = backend->createStream();

@@ -140,6 +140,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmaTopology,
                                          Shape{3, 3, true}),
                          shapeName);
 
+// RMACC_MAX_PUT_BYTES is where the planner cuts a collective's puts; the proxy splits only at the
+// provider's largest message. When the proxy applied it too, a user put above 255 × 4 KiB was
+// refused ("needs more than 255 pieces") although the provider takes it whole.
+TEST(RmaMaxPut, PlannerLimitLeavesUserPutsWhole) {
+  RunOptions o = optionsFor(Shape{2, 1, false});
+  o.env.push_back({"RMACC_MAX_PUT_BYTES", "4096"});
+  runRanks(2, o, [&](const RankContext& ctx) { randomPuts(ctx, 24, 8 << 20); });
+}
+
 // Windows the network cannot write (device memory without a GPU-direct provider) take puts
 // from other nodes through the target's landing zone; RMACC_NET_LANDING=always sends host
 // windows that way too. A 1 MiB zone makes 64-256 KiB slots, so the 4 MiB puts go through

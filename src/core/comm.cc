@@ -104,7 +104,6 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     for (int r = 0; r < nRanks; ++r) peers[r].assign(addrs[r].bytes, addrs[r].bytes + addrs[r].size);
     fabric_->insertPeers(peers);
     ProxyOptions po;
-    po.maxPutBytes = cfg_.maxPutBytes;
     po.timeoutS = cfg_.timeoutS;
     po.eagerPoll = eagerProxyPoll();
     if (trace_) {

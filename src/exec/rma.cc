@@ -60,7 +60,7 @@ void RmaEngine::stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   // Refused whole, before any part is posted (a put with no final part would never signal).
   RMACC_ARG_CHECK((put.bytes + chunk - 1) / chunk <= kMaxChunks,
                   "put of %zu bytes needs more than %zu pieces of at most %zu bytes; the completion "
-                  "data counts at most %zu (raise RMACC_MAX_PUT_BYTES)",
+                  "data counts at most %zu (the provider's largest message is too small)",
                   put.bytes, kMaxChunks, pieceMax, kMaxChunks);
   uint32_t prior = 0;
   for (size_t off = 0; off < put.bytes; off += chunk, ++prior) {
