@@ -95,7 +95,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   signals_ = std::make_unique<SignalSpace>(*backend_, *bootstrap_, topo_, rank);
   if (multiNode()) {
     FabricOptions fo;
-    fo.wantHmem = cfg_.netGdr && strcmp(backend_->name(), "host") != 0;
+    fo.wantHmem = cfg_.netGdr && backend_->caps().networkMayTouchDeviceMemory;
     fabric_ = std::make_unique<Fabric>(cfg_.netProvider, fo);
     std::vector<NameRecord> addrs(nRanks);
     addrs[rank] = toRecord(fabric_->address());
@@ -254,7 +254,7 @@ bool Comm::eagerProxyPoll() const {
 }
 
 bool Comm::synchronousStream(rmaccStream_t handle) const {
-  return handle == nullptr && strcmp(backend_->name(), "host") == 0;
+  return handle == nullptr && backend_->caps().synchronousNullStream;
 }
 
 void Comm::setLastError(const std::string& text) {
