@@ -275,20 +275,27 @@ void Comm::setAsyncError(rmaccResult_t code, const std::string& text) {
   WARN("communicator failed: %s", text.c_str());
 }
 
-rmaccResult_t Comm::asyncError() const {
-  rmaccResult_t e = (rmaccResult_t)asyncError_.load();
-  if (e != rmaccSuccess || !proxy_) return e;
-  std::string text;
-  rmaccResult_t pe = proxy_->error(&text);
-  if (pe != rmaccSuccess) const_cast<Comm*>(this)->setAsyncError(pe, "network: " + text);
-  return (rmaccResult_t)asyncError_.load();
+// Reads only: the proxy's error handler records a network failure (setAsyncError) right after
+// the proxy notes it; in between, the proxy's own error is the answer.
+rmaccResult_t Comm::asyncError(std::string* text) const {
+  {
+    std::lock_guard<std::mutex> lock(errorMu_);
+    const rmaccResult_t e = (rmaccResult_t)asyncError_.load();
+    if (e != rmaccSuccess || !proxy_) {
+      if (text) *text = asyncErrorText_;
+      return e;
+    }
+  }
+  std::string proxyText;
+  const rmaccResult_t pe = proxy_->error(&proxyText);
+  if (text) *text = "network: " + proxyText;
+  return pe;
 }
 
 void Comm::checkHealthy() const {
-  rmaccResult_t e = asyncError();
-  if (e == rmaccSuccess) return;
-  std::lock_guard<std::mutex> lock(errorMu_);
-  throw Error(e, "communicator failed earlier: " + asyncErrorText_);
+  std::string text;
+  rmaccResult_t e = asyncError(&text);
+  if (e != rmaccSuccess) throw Error(e, "communicator failed earlier: " + text);
 }
 
 // The processes of this node's ranks are watched through pidfds: a rank killed while its
