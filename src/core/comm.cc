@@ -234,6 +234,7 @@ void Comm::destroyUserStream(void* handle) {
     userStreams_.erase(it);
   }
   s->synchronize();
+  rma_->forgetStream(*s);
 }
 
 Stream& Comm::streamOf(rmaccStream_t handle) {
