@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <fstream>
 #include <functional>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "core/config.h"
@@ -16,7 +19,7 @@ struct Knob {
   const char* name;
   const char* good;
   std::function<bool(const Config&)> applied;  // the good value took effect
-  const char* bad;
+  const char* bad;                             // nullptr: every text is accepted
 };
 
 std::string knobName(const testing::TestParamInfo<Knob>& info) { return info.param.name; }
@@ -31,6 +34,7 @@ TEST_P(ConfigKnob, AcceptsGoodRejectsBadByName) {
   EXPECT_FALSE(k.applied(Config::fromEnvironment())) << "the default already looks applied";
   setenv(k.name, k.good, 1);
   EXPECT_TRUE(k.applied(Config::fromEnvironment())) << k.name << "=" << k.good;
+  if (!k.bad) return;
   setenv(k.name, k.bad, 1);
   try {
     Config::fromEnvironment();
@@ -41,29 +45,82 @@ TEST_P(ConfigKnob, AcceptsGoodRejectsBadByName) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Env, ConfigKnob,
-    testing::Values(
-        Knob{"RMACC_LANES", "serial", [](const Config& c) { return c.lanes == Config::Lanes::kSerial; }, "parallel"},
-        Knob{"RMACC_NET_BOUNCE", "always", [](const Config& c) { return c.bounceAlways; }, "yes"},
-        Knob{"RMACC_NET_BOUNCE_BYTES", "8M",
-             [](const Config& c) { return c.bounceBytes == (8u << 20); }, "0"},
-        Knob{"RMACC_NET_BOUNCE_CHUNK", "256K",
-             [](const Config& c) { return c.bounceChunkBytes == (256u << 10); }, "4Q"},
-        Knob{"RMACC_NET_LANDING", "always", [](const Config& c) { return c.landingAlways; }, "on"},
-        Knob{"RMACC_NET_LANDING_BYTES", "1M",
-             [](const Config& c) { return c.landingBytes == (1u << 20); }, "-1"},
-        Knob{"RMACC_NET_GDR", "off", [](const Config& c) { return !c.netGdr; }, "0"},
-        Knob{"RMACC_RELAY_BYTES", "8K", [](const Config& c) { return c.relayBytes == 8192; }, "1K"},
-        Knob{"RMACC_MAX_PUT_BYTES", "1M",
-             [](const Config& c) { return c.maxPutBytes == (1u << 20); }, "12"},
-        Knob{"RMACC_PROXY_POLL", "sleep",
-             [](const Config& c) { return c.proxyPoll == Config::ProxyPoll::kSleep; }, "busy"},
-        Knob{"RMACC_LOCAL_COPY", "engines",
-             [](const Config& c) { return c.localCopy == Config::LocalCopy::kEngines; }, "sm"},
-        Knob{"RMACC_LOCAL_COPY_SLOT", "1M",
-             [](const Config& c) { return c.localCopySlotBytes == (1u << 20); }, "0"}),
-    knobName);
+const std::string kLongName(256, 'n');
+
+const Knob kKnobs[] = {
+    Knob{"RMACC_DEBUG", "TRACE", [](const Config& c) { return c.debugLevel == LogLevel::kTrace; }, "LOUD"},
+    Knob{"RMACC_DEBUG_SUBSYS", "NET,PROXY",
+         [](const Config& c) { return c.debugSubsys == (kSubsysNet | kSubsysProxy); }, "DISK"},
+    Knob{"RMACC_BACKEND", "host", [](const Config& c) { return c.backend == BackendKind::kHost; }, "tpu"},
+    Knob{"RMACC_HOSTNAME", "node7", [](const Config& c) { return c.hostname == "node7"; }, kLongName.c_str()},
+    Knob{"RMACC_NET_PROVIDER", "tcp", [](const Config& c) { return c.netProvider == "tcp"; }, nullptr},
+    Knob{"RMACC_TIMEOUT_S", "2.5", [](const Config& c) { return c.timeoutS == 2.5; }, "-1"},
+    Knob{"RMACC_TRACE_FILE", "/tmp/t%r.json", [](const Config& c) { return c.traceFile == "/tmp/t%r.json"; }, nullptr},
+    Knob{"RMACC_RELAY_BYTES", "8K", [](const Config& c) { return c.relayBytes == 8192; }, "1K"},
+    Knob{"RMACC_BOOTSTRAP_ADDR", "10.0.0.1", [](const Config& c) { return c.bootstrapAddr == "10.0.0.1"; }, nullptr},
+    Knob{"RMACC_RELAY_SLOTS", "8", [](const Config& c) { return c.relaySlots == 8; }, "1"},
+    Knob{"RMACC_ENTRY_SYNC", "barrier", [](const Config& c) { return c.entrySync == EntrySync::kBarrier; }, "none"},
+    Knob{"RMACC_MAX_PUT_BYTES", "1M", [](const Config& c) { return c.maxPutBytes == (1u << 20); }, "12"},
+    Knob{"RMACC_DUMP_PLAN", "1", [](const Config& c) { return c.dumpPlan; }, "2"},
+    Knob{"RMACC_CE_STREAMS", "4", [](const Config& c) { return c.ceStreams == 4; }, "65"},
+    Knob{"RMACC_LANES", "serial", [](const Config& c) { return c.lanes == Config::Lanes::kSerial; }, "parallel"},
+    Knob{"RMACC_PROXY_POLL", "sleep",
+         [](const Config& c) { return c.proxyPoll == Config::ProxyPoll::kSleep; }, "busy"},
+    Knob{"RMACC_NET_BOUNCE", "always", [](const Config& c) { return c.bounceAlways; }, "yes"},
+    Knob{"RMACC_NET_BOUNCE_BYTES", "8M", [](const Config& c) { return c.bounceBytes == (8u << 20); }, "0"},
+    Knob{"RMACC_NET_BOUNCE_CHUNK", "256K",
+         [](const Config& c) { return c.bounceChunkBytes == (256u << 10); }, "4Q"},
+    Knob{"RMACC_NET_GDR", "off", [](const Config& c) { return !c.netGdr; }, "0"},
+    Knob{"RMACC_NET_LANDING", "always", [](const Config& c) { return c.landingAlways; }, "on"},
+    Knob{"RMACC_NET_LANDING_BYTES", "1M", [](const Config& c) { return c.landingBytes == (1u << 20); }, "-1"},
+    Knob{"RMACC_LOCAL_COPY", "engines",
+         [](const Config& c) { return c.localCopy == Config::LocalCopy::kEngines; }, "sm"},
+    Knob{"RMACC_LOCAL_COPY_SLOT", "1M", [](const Config& c) { return c.localCopySlotBytes == (1u << 20); }, "0"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Env, ConfigKnob, testing::ValuesIn(kKnobs), knobName);
+
+// Every parameter of the table has a case above, and no case names one the table lacks.
+TEST(ConfigTable, EveryParameterIsTested) {
+  size_t n = 0;
+  const ParamInfo* table = paramTable(&n);
+  std::set<std::string> declared, tested;
+  for (size_t i = 0; i < n; ++i) declared.insert(table[i].name);
+  for (const Knob& k : kKnobs) tested.insert(k.name);
+  EXPECT_EQ(declared, tested);
+  EXPECT_EQ(declared.size(), n) << "a parameter is declared twice";
+}
+
+// The README's two tables are the table's (scripts or hands that edit one must edit the other):
+// the text between `<!-- params: public -->` (or internal) and `<!-- params: end -->`.
+std::string readmeSection(const std::string& readme, const std::string& which) {
+  const std::string open = "<!-- params: " + which + " -->\n", close = "<!-- params: end -->";
+  size_t a = readme.find(open);
+  if (a == std::string::npos) return "(no marker " + open + ")";
+  a += open.size();
+  size_t b = readme.find(close, a);
+  return b == std::string::npos ? "(no end marker)" : readme.substr(a, b - a);
+}
+
+TEST(ConfigTable, ReadmeTablesMatchTheDeclaration) {
+  std::ifstream in(std::string(RMACC_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "cannot read README.md";
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(readmeSection(text.str(), "public"), paramMarkdown(ParamVisibility::kPublic))
+      << "paste the expected text between the README's markers";
+  EXPECT_EQ(readmeSection(text.str(), "internal"), paramMarkdown(ParamVisibility::kInternal))
+      << "paste the expected text between the README's markers";
+}
+
+// A malformed RMACC_DEBUG is rejected by Config but never breaks logging (it keeps WARN).
+TEST(ConfigTable, ReadOneNeitherThrowsNorChangesOnMalformed) {
+  setenv("RMACC_DEBUG", "LOUD", 1);
+  Config c;
+  EXPECT_EQ(c.readOne("RMACC_DEBUG"), Config::Read::kMalformed);
+  EXPECT_EQ(c.debugLevel, LogLevel::kWarn);
+  unsetenv("RMACC_DEBUG");
+}
 
 }  // namespace
 }  // namespace rmacc

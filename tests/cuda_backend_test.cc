@@ -163,6 +163,13 @@ class CudaBackendTest : public ::testing::Test {
   std::unique_ptr<Backend> backend_;
 };
 
+TEST_F(CudaBackendTest, Capabilities) {
+  const BackendCaps caps = backend_->caps();
+  EXPECT_FALSE(caps.synchronousNullStream);
+  EXPECT_TRUE(caps.deviceCopyUsesCompute);
+  EXPECT_TRUE(caps.networkMayTouchDeviceMemory);
+}
+
 TEST_F(CudaBackendTest, CopySizes) {
   constexpr size_t kMax = 256 * kMiB;
   auto src = backend_->allocateHostVisible(kMax + 8);

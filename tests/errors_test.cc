@@ -107,6 +107,31 @@ TEST(Init, MalformedEnvironmentIsRejected) {
       << "a malformed RMACC_RELAY_SLOTS was not rejected by name";
 }
 
+// A destroyed handle is refused by a registry of live communicators, not by reading the freed
+// handle: here the freed block is reused (malloc hands the last freed block of its size back)
+// and holds what a live handle holds, which the old check took for a communicator and deleted.
+TEST(Lifecycle, DoubleDestroyIsInvalidArgumentEvenAfterReuse) {
+  runRanks(1, RunOptions{}, [](const RankContext& ctx) {
+    rmaccComm_t comm = nullptr;
+    ASSERT_EQ(rmaccCommInitRank(&comm, 1, ctx.id, 0), rmaccSuccess) << rmaccGetLastError(nullptr);
+    ASSERT_EQ(rmaccCommDestroy(comm), rmaccSuccess);
+    // The freed handle was {magic, impl}: plant the magic and a pointer to memory that is not
+    // a communicator.
+    std::vector<uint64_t*> blocks;
+    static uint64_t decoy[64] = {};
+    for (int i = 0; i < 100000 && (blocks.empty() || (void*)blocks.back() != (void*)comm); ++i)
+      blocks.push_back(static_cast<uint64_t*>(malloc(2 * sizeof(uint64_t))));
+    if ((void*)blocks.back() == (void*)comm) {
+      blocks.back()[0] = 0x726d616363436f6dull;
+      blocks.back()[1] = (uint64_t)(uintptr_t)decoy;
+    }
+    EXPECT_EQ(rmaccCommDestroy(comm), rmaccInvalidArgument);
+    EXPECT_EQ(rmaccCommAbort(comm), rmaccInvalidArgument);
+    EXPECT_NE(std::string(rmaccGetLastError(nullptr)).find("not a live communicator"), std::string::npos);
+    for (uint64_t* b : blocks) free(b);
+  });
+}
+
 TEST(Init, WrongSecretIsRefusedAndOthersTimeOut) {
   RunOptions o{{}, 60, 4096, {{"RMACC_TIMEOUT_S", "3"}}};
   runRanks(2, o, [](const RankContext& ctx) {

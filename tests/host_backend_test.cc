@@ -392,6 +392,15 @@ TEST(HostBackend, FactoryHonoursConfig) {
 #endif
 }
 
+// The layers above ask these instead of comparing the backend's name.
+TEST(HostBackend, CapabilitiesOfHostMemory) {
+  auto backend = createHostBackend(30);
+  const BackendCaps caps = backend->caps();
+  EXPECT_TRUE(caps.synchronousNullStream);
+  EXPECT_FALSE(caps.deviceCopyUsesCompute);
+  EXPECT_FALSE(caps.networkMayTouchDeviceMemory);
+}
+
 // ---- Real processes: handles travel through the runRanks scratch area.
 
 constexpr int kMaxMpRanks = 8;

@@ -3,6 +3,7 @@
 //
 // Tiers: pure logic (SignalTally, ProxyBackoff); FabricTest (raw fi_writedata); ProxyTest
 // (puts with signals through the proxy thread and the real host backend).
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 #include "net/proxy.h"
 #include "net/proxy_backoff.h"
 #include "net/signal_tally.h"
+#include "support/ci.h"
 #include "support/holdback_fabric.h"
 #include "support/multiprocess.h"
 
@@ -55,8 +57,20 @@ bool tcpAvailable() {
   }
   return available;
 }
-#define SKIP_WITHOUT_TCP() \
-  if (!tcpAvailable()) GTEST_SKIP() << "libfabric tcp provider not available"
+#define SKIP_WITHOUT_TCP() RETURN_UNLESS_AVAILABLE(tcpAvailable(), "libfabric tcp provider")
+
+// Off CI a missing provider skips the network tests; in CI it fails them (it used to skip).
+TEST(CiPrerequisite, MissingProviderFailsInCiSkipsElsewhere) {
+  static bool wasSet;
+  static std::string saved;
+  const char* ci = getenv("CI");
+  wasSet = ci != nullptr;
+  saved = ci ? ci : "";
+  setenv("CI", "true", 1);
+  EXPECT_FATAL_FAILURE(test::skipOrFailUnless(false, "libfabric tcp provider"), "must run in CI");
+  if (wasSet) setenv("CI", saved.c_str(), 1);
+  else unsetenv("CI");
+}
 
 // ------------------------------------------------------------------ shared-memory control
 
@@ -352,7 +366,7 @@ struct ProxyRank {
     peers = exchange(c, *fabric, windowMr->remote());
     fabric->insertPeers(peers.addrs);
     ProxyOptions po;
-    po.maxPutBytes = maxPutBytes;
+    po.maxPieceBytes = maxPutBytes;
     po.timeoutS = timeoutS;
     proxy = startProxy(*fabric, *backend, c.rank, c.nRanks, signals, po);
     stream = backend->createStream();

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "api/api_guard.h"
+#include "exec/rma.h"
 #include "rmacc.h"
 #include "support/comm_fixture.h"
 #include "support/multiprocess.h"
@@ -139,6 +141,57 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmaTopology,
                                          Shape{2, 1, false}, Shape{2, 2, true}, Shape{4, 2, true},
                                          Shape{3, 3, true}),
                          shapeName);
+
+// RMACC_MAX_PUT_BYTES is where the planner cuts a collective's puts; the proxy splits only at the
+// provider's largest message. When the proxy applied it too, a user put above 255 × 4 KiB was
+// refused ("needs more than 255 pieces") although the provider takes it whole.
+TEST(RmaMaxPut, PlannerLimitLeavesUserPutsWhole) {
+  RunOptions o = optionsFor(Shape{2, 1, false});
+  o.env.push_back({"RMACC_MAX_PUT_BYTES", "4096"});
+  runRanks(2, o, [&](const RankContext& ctx) { randomPuts(ctx, 24, 8 << 20); });
+}
+
+// A destroyed stream's proxy queue (scanned by the proxy every round) and bounce ring go to a
+// pool: streams created and destroyed one after another reuse one, instead of leaving one
+// each behind (and a new stream at a freed stream's address inheriting its queue). Staged puts
+// (RMACC_NET_BOUNCE=always) make every stream use a ring too; the data is checked each round.
+TEST(RmaStreams, DestroyedStreamsGiveTheirQueuesBack) {
+  RunOptions o = optionsFor(Shape{2, 1, false});
+  o.env.push_back({"RMACC_NET_BOUNCE", "always"});
+  o.env.push_back({"RMACC_NET_BOUNCE_BYTES", "1M"});
+  runRanks(2, o, [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const size_t kBytes = 64 << 10;
+    const int kRounds = 20;
+    void* win = nullptr;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &win, kBytes));
+    rmaccWindow_t handle;
+    RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), win, kBytes, &handle));
+    std::vector<uint8_t> src(kBytes);
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t k = 0; k < kBytes; ++k) src[k] = patternByte(ctx.rank, round, k);
+      rmaccStream_t s;
+      RMACC_ASSERT_OK(rmaccStreamCreate(comm.get(), &s));
+      RMACC_ASSERT_OK(rmaccPutSignal(src.data(), kBytes, rmaccUint8, 1 - ctx.rank, handle, 0, 0, 0,
+                                     0, comm.get(), s));
+      rmaccWaitSignalDesc_t d{1, 1 - ctx.rank, 0, 0};
+      RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm.get(), s));
+      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), s));
+      const uint8_t* p = static_cast<const uint8_t*>(win);
+      for (size_t k = 0; k < kBytes; ++k)
+        ASSERT_EQ(p[k], patternByte(1 - ctx.rank, round, k)) << "round " << round << " byte " << k;
+      // Nobody overwrites the window before both ranks checked it.
+      RMACC_ASSERT_OK(rmaccBarrier(comm.get(), s));
+      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), s));
+      RMACC_ASSERT_OK(rmaccStreamDestroy(comm.get(), s));
+    }
+    // Every user stream is gone (the default stream posted nothing to the proxy).
+    EXPECT_EQ(api::commOf(comm.get()).rma().streamsHeld(), 0u);
+    EXPECT_LE(api::commOf(comm.get()).rma().queuesCreated(), 1u);
+    RMACC_ASSERT_OK(rmaccCommWindowDeregister(comm.get(), handle));
+    RMACC_ASSERT_OK(rmaccMemFree(comm.get(), win));
+  });
+}
 
 // Windows the network cannot write (device memory without a GPU-direct provider) take puts
 // from other nodes through the target's landing zone; RMACC_NET_LANDING=always sends host

@@ -154,7 +154,6 @@ void proxyBench(int rank, const Options& o, Fabric& f, Shared* sh, std::vector<c
   auto* sig = (volatile uint64_t*)sigMem->ptr();
   memset((void*)sig, 0, layout.bytes());
   ProxyOptions po;
-  po.maxPutBytes = config().maxPutBytes;
   po.timeoutS = 60;
   auto proxy = startProxy(f, *backend, rank, 2, sig, po);
   auto stream = backend->createStream();

@@ -16,8 +16,6 @@
 #define RMACC_API extern "C" __attribute__((visibility("default")))
 
 struct rmaccComm {
-  static constexpr uint64_t kMagic = 0x726d616363436f6dull;  // "rmaccCom"
-  uint64_t magic = kMagic;
   std::unique_ptr<rmacc::Comm> impl;
 };
 
@@ -29,6 +27,9 @@ std::string& threadLastError();
 // The communicator behind a public handle; throws rmaccInvalidArgument for NULL or a handle
 // that is not a live communicator.
 Comm& commOf(rmaccComm_t comm);
+// Whether rmaccCommInitRank gave out `comm` and nothing destroyed it since (comm_api.cc keeps
+// the set; a handle is never validated by reading through it).
+bool isLive(rmaccComm_t comm);
 // Same, and fails with the communicator's fatal error if it has one.
 Comm& healthyComm(rmaccComm_t comm);
 
@@ -63,7 +64,7 @@ template <class F>
 rmaccResult_t guarded(rmaccComm_t comm, const char* what, F&& body) {
   auto record = [&](rmaccResult_t code, const std::string& text) {
     std::string msg = std::string(what) + ": " + text;
-    const bool live = comm && comm->magic == rmaccComm::kMagic && comm->impl;
+    const bool live = isLive(comm);
     if (live && fatalError(code)) msg = std::string(what) + ": " + comm->impl->failCall(code, text);
     if (live) comm->impl->setLastError(msg);
     threadLastError() = msg;

@@ -1,5 +1,7 @@
 // Communicator lifecycle, errors and queries.
 #include <cstring>
+#include <mutex>
+#include <unordered_set>
 
 #include "api/api_guard.h"
 #include "bootstrap/bootstrap.h"
@@ -14,10 +16,41 @@ std::string& threadLastError() {
   return text;
 }
 
+namespace {
+
+// The handles rmaccCommInitRank gave out and no destroy or abort has taken back: a handle is
+// checked against this set, never by reading through it (it may point at freed memory).
+struct LiveComms {
+  std::mutex mu;
+  std::unordered_set<rmaccComm_t> handles;
+};
+
+LiveComms& liveComms() {
+  static LiveComms* live = new LiveComms;  // never destroyed: calls may come during exit
+  return *live;
+}
+
+
+// Takes the handle out of the set (one of two racing destroys wins) and hands it back.
+std::unique_ptr<rmaccComm> retire(rmaccComm_t comm) {
+  RMACC_ARG_CHECK(comm != nullptr, "communicator is NULL");
+  LiveComms& live = liveComms();
+  std::lock_guard<std::mutex> lock(live.mu);
+  RMACC_ARG_CHECK(live.handles.erase(comm), "%p is not a live communicator", (void*)comm);
+  return std::unique_ptr<rmaccComm>(comm);
+}
+
+}  // namespace
+
+bool isLive(rmaccComm_t comm) {
+  LiveComms& live = liveComms();
+  std::lock_guard<std::mutex> lock(live.mu);
+  return comm && live.handles.count(comm);
+}
+
 Comm& commOf(rmaccComm_t comm) {
   RMACC_ARG_CHECK(comm != nullptr, "communicator is NULL");
-  RMACC_ARG_CHECK(comm->magic == rmaccComm::kMagic && comm->impl,
-                  "%p is not a live communicator", (void*)comm);
+  RMACC_ARG_CHECK(isLive(comm), "%p is not a live communicator", (void*)comm);
   return *comm->impl;
 }
 
@@ -50,7 +83,7 @@ RMACC_API const char* rmaccGetErrorString(rmaccResult_t result) {
 RMACC_API const char* rmaccGetLastError(rmaccComm_t comm) {
   // The text must outlive the call: keep a per-thread copy of the communicator's text.
   thread_local std::string copy;
-  if (comm && comm->magic == rmaccComm::kMagic && comm->impl) copy = comm->impl->lastError();
+  if (isLive(comm)) copy = comm->impl->lastError();
   else copy = threadLastError();
   return copy.c_str();
 }
@@ -77,25 +110,24 @@ RMACC_API rmaccResult_t rmaccCommInitRank(rmaccComm_t* comm, int nranks, rmaccUn
     *comm = nullptr;
     auto c = std::make_unique<rmaccComm>();
     c->impl = Comm::create(nranks, commId, rank);
+    LiveComms& live = liveComms();
+    std::lock_guard<std::mutex> lock(live.mu);
+    live.handles.insert(c.get());
     *comm = c.release();
   });
 }
 
 RMACC_API rmaccResult_t rmaccCommDestroy(rmaccComm_t comm) {
   return guarded(nullptr, "rmaccCommDestroy", [&] {
-    commOf(comm);
-    comm->magic = 0;
-    delete comm;
+    retire(comm);
   });
 }
 
 RMACC_API rmaccResult_t rmaccCommAbort(rmaccComm_t comm) {
   return guarded(nullptr, "rmaccCommAbort", [&] {
-    Comm& c = commOf(comm);
-    c.setAsyncError(rmaccRemoteError, "aborted by rmaccCommAbort");
-    c.abort();
-    comm->magic = 0;
-    delete comm;
+    std::unique_ptr<rmaccComm> handle = retire(comm);
+    handle->impl->setAsyncError(rmaccRemoteError, "aborted by rmaccCommAbort");
+    handle->impl->abort();
   });
 }
 

@@ -89,10 +89,24 @@ class Stream {
   virtual void* handle() = 0;
 };
 
+// What a backend can do, asked by the layers above instead of comparing its name.
+struct BackendCaps {
+  // The NULL stream runs each op before the call returns (host backend): a call on it must
+  // wait for its own completion, as no later stream op will.
+  bool synchronousNullStream = false;
+  // A copy from device memory to device memory of this one device needs the device's compute
+  // units (CUDA runs it as a kernel on the SMs: exec/local_copy.h).
+  bool deviceCopyUsesCompute = false;
+  // Its device memory is worth offering to a GPU-direct (FI_HMEM) provider; host memory is
+  // reachable by every provider anyway.
+  bool networkMayTouchDeviceMemory = false;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  virtual BackendCaps caps() const = 0;
   // rmaccMemAlloc memory: device memory, or shared memory on the host backend.
   virtual std::unique_ptr<Allocation> allocate(size_t bytes) = 0;
   virtual std::unique_ptr<Mapping> import(const ExportHandle& handle) = 0;
@@ -126,9 +140,6 @@ class Backend {
   virtual std::unique_ptr<Event> createEvent() = 0;
   // True when the CPU can read and write `ptr` directly (host memory).
   virtual bool isHostMemory(const void* ptr) const = 0;
-  // True when a copy from device memory to device memory of this one device needs the
-  // device's compute units (CUDA runs it as a kernel on the SMs: exec/local_copy.h).
-  virtual bool deviceCopyUsesCompute() const { return false; }
   // True for memory of this backend's device (all memory on the host backend).
   virtual bool isDeviceMemory(const void* ptr) const { return true; }
   // A CPU thread's store of a value that streams may be waiting on (the proxy's signal

@@ -95,7 +95,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   signals_ = std::make_unique<SignalSpace>(*backend_, *bootstrap_, topo_, rank);
   if (multiNode()) {
     FabricOptions fo;
-    fo.wantHmem = cfg_.netGdr && strcmp(backend_->name(), "host") != 0;
+    fo.wantHmem = cfg_.netGdr && backend_->caps().networkMayTouchDeviceMemory;
     fabric_ = std::make_unique<Fabric>(cfg_.netProvider, fo);
     std::vector<NameRecord> addrs(nRanks);
     addrs[rank] = toRecord(fabric_->address());
@@ -104,7 +104,6 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     for (int r = 0; r < nRanks; ++r) peers[r].assign(addrs[r].bytes, addrs[r].bytes + addrs[r].size);
     fabric_->insertPeers(peers);
     ProxyOptions po;
-    po.maxPutBytes = cfg_.maxPutBytes;
     po.timeoutS = cfg_.timeoutS;
     po.eagerPoll = eagerProxyPoll();
     if (trace_) {
@@ -235,6 +234,7 @@ void Comm::destroyUserStream(void* handle) {
     userStreams_.erase(it);
   }
   s->synchronize();
+  rma_->forgetStream(*s);
 }
 
 Stream& Comm::streamOf(rmaccStream_t handle) {
@@ -255,7 +255,7 @@ bool Comm::eagerProxyPoll() const {
 }
 
 bool Comm::synchronousStream(rmaccStream_t handle) const {
-  return handle == nullptr && strcmp(backend_->name(), "host") == 0;
+  return handle == nullptr && backend_->caps().synchronousNullStream;
 }
 
 void Comm::setLastError(const std::string& text) {
@@ -276,20 +276,27 @@ void Comm::setAsyncError(rmaccResult_t code, const std::string& text) {
   WARN("communicator failed: %s", text.c_str());
 }
 
-rmaccResult_t Comm::asyncError() const {
-  rmaccResult_t e = (rmaccResult_t)asyncError_.load();
-  if (e != rmaccSuccess || !proxy_) return e;
-  std::string text;
-  rmaccResult_t pe = proxy_->error(&text);
-  if (pe != rmaccSuccess) const_cast<Comm*>(this)->setAsyncError(pe, "network: " + text);
-  return (rmaccResult_t)asyncError_.load();
+// Reads only: the proxy's error handler records a network failure (setAsyncError) right after
+// the proxy notes it; in between, the proxy's own error is the answer.
+rmaccResult_t Comm::asyncError(std::string* text) const {
+  {
+    std::lock_guard<std::mutex> lock(errorMu_);
+    const rmaccResult_t e = (rmaccResult_t)asyncError_.load();
+    if (e != rmaccSuccess || !proxy_) {
+      if (text) *text = asyncErrorText_;
+      return e;
+    }
+  }
+  std::string proxyText;
+  const rmaccResult_t pe = proxy_->error(&proxyText);
+  if (text) *text = "network: " + proxyText;
+  return pe;
 }
 
 void Comm::checkHealthy() const {
-  rmaccResult_t e = asyncError();
-  if (e == rmaccSuccess) return;
-  std::lock_guard<std::mutex> lock(errorMu_);
-  throw Error(e, "communicator failed earlier: " + asyncErrorText_);
+  std::string text;
+  rmaccResult_t e = asyncError(&text);
+  if (e != rmaccSuccess) throw Error(e, "communicator failed earlier: " + text);
 }
 
 // The processes of this node's ranks are watched through pidfds: a rank killed while its

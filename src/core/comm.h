@@ -68,7 +68,8 @@ class Comm {
   // Fatal errors of background work (proxy, progress thread, streams): once set, every call
   // fails with it (rmaccCommGetAsyncError reports it).
   void setAsyncError(rmaccResult_t code, const std::string& text);
-  rmaccResult_t asyncError() const;
+  // The first fatal error (and its text, when `text` is given); rmaccSuccess while healthy.
+  rmaccResult_t asyncError(std::string* text = nullptr) const;
   // Throws the async error, if any, so that calls on a broken communicator fail fast.
   void checkHealthy() const;
   void abort();

@@ -73,135 +73,225 @@ const char* env(const char* name) {
   return (v && *v) ? v : nullptr;
 }
 
-[[noreturn]] void reject(const char* name, const char* value, const char* expected) {
-  RMACC_THROW(rmaccInvalidArgument, "%s='%s' is malformed: expected %s", name, value, expected);
+[[noreturn]] void reject(const char* name, const char* value, const std::string& expected) {
+  RMACC_THROW(rmaccInvalidArgument, "%s='%s' is malformed: expected %s", name, value,
+              expected.c_str());
 }
 
-long parseInt(const char* name, const char* v, long lo, long hi) {
-  errno = 0;
-  char* end = nullptr;
-  long x = strtol(v, &end, 10);
-  if (errno || end == v || *end != '\0' || x < lo || x > hi)
-    reject(name, v, strprintf("an integer in [%ld, %ld]", lo, hi).c_str());
-  return x;
-}
+// The parsers of RMACC_PARAMS: parse() stores a well-formed value and says whether it was,
+// expected() describes the well-formed ones, show() prints the effective value. They do not
+// throw, so that logging can read its two parameters through them before anything else.
 
-bool parseBool(const char* name, const char* v) {
-  if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes")) return true;
-  if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no")) return false;
-  reject(name, v, "0 or 1");
-}
+struct LevelParam {
+  static bool parse(const char* v, LogLevel& out) {
+    auto level = parseLogLevel(v);
+    if (level) out = *level;
+    return level.has_value();
+  }
+  static std::string expected() { return "NONE, WARN, INFO or TRACE"; }
+  static std::string show(LogLevel l) {
+    switch (l) {
+      case LogLevel::kNone: return "NONE";
+      case LogLevel::kWarn: return "WARN";
+      case LogLevel::kInfo: return "INFO";
+      default: return "TRACE";
+    }
+  }
+};
 
-// A variable with two spellings: `off` gives false, `on` true.
-bool parseSwitch(const char* name, const char* v, const char* off, const char* on) {
-  if (!strcasecmp(v, off)) return false;
-  if (!strcasecmp(v, on)) return true;
-  reject(name, v, strprintf("%s or %s", off, on).c_str());
-}
+struct SubsysParam {
+  static bool parse(const char* v, uint32_t& out) {
+    auto mask = parseSubsysMask(v);
+    if (mask) out = *mask;
+    return mask.has_value();
+  }
+  static std::string expected() { return "a list of INIT,BOOT,PLAN,EXEC,NET,PROXY,ALLOC,ENV,COLL,ALL"; }
+  static std::string show(uint32_t mask) { return strprintf("0x%x", mask); }
+};
 
-size_t parseBytesAtLeast(const char* name, const char* v, size_t min) {
-  auto b = parseBytes(v);
-  if (!b || *b < min)
-    reject(name, v, strprintf("a byte size of at least %zu (e.g. 64M)", min).c_str());
-  return *b;
-}
+struct TextParam {
+  static bool parse(const char* v, std::string& out) { return out = v, true; }
+  static std::string expected() { return "text"; }
+  static std::string show(const std::string& s) { return s.empty() ? "(unset)" : s; }
+};
+
+struct HostnameParam : TextParam {
+  static bool parse(const char* v, std::string& out) {
+    if (strlen(v) > 255) return false;
+    return out = v, true;
+  }
+  static std::string expected() { return "at most 255 characters"; }
+};
+
+struct SecondsParam {
+  static bool parse(const char* v, double& out) {
+    errno = 0;
+    char* end = nullptr;
+    double t = strtod(v, &end);
+    if (errno || end == v || *end != '\0' || !(t > 0) || !std::isfinite(t)) return false;
+    return out = t, true;
+  }
+  static std::string expected() { return "a positive number of seconds"; }
+  static std::string show(double t) { return strprintf("%g", t); }
+};
+
+template <size_t kMin>
+struct BytesParam {
+  static bool parse(const char* v, size_t& out) {
+    auto b = parseBytes(v);
+    if (!b || *b < kMin) return false;
+    return out = *b, true;
+  }
+  static std::string expected() { return strprintf("a byte size of at least %zu (e.g. 64M)", kMin); }
+  static std::string show(size_t b) { return std::to_string(b); }
+};
+
+template <long kLo, long kHi>
+struct IntParam {
+  static bool parse(const char* v, int& out) {
+    errno = 0;
+    char* end = nullptr;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0' || x < kLo || x > kHi) return false;
+    return out = (int)x, true;
+  }
+  static std::string expected() { return strprintf("an integer in [%ld, %ld]", kLo, kHi); }
+  static std::string show(int x) { return std::to_string(x); }
+};
+
+struct BoolParam {
+  static bool parse(const char* v, bool& out) {
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes")) return out = true, true;
+    if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no")) return out = false, true;
+    return false;
+  }
+  static std::string expected() { return "0 or 1"; }
+  static std::string show(bool b) { return b ? "1" : "0"; }
+};
+
+// A variable with two spellings: the first gives false, the second true.
+struct SwitchNames { const char* off; const char* on; };
+constexpr SwitchNames kAutoAlways{"auto", "always"};
+constexpr SwitchNames kOffAuto{"off", "auto"};
+
+template <const SwitchNames& kNames>
+struct SwitchParam {
+  static bool parse(const char* v, bool& out) {
+    if (!strcasecmp(v, kNames.off)) return out = false, true;
+    if (!strcasecmp(v, kNames.on)) return out = true, true;
+    return false;
+  }
+  static std::string expected() { return strprintf("%s or %s", kNames.off, kNames.on); }
+  static std::string show(bool b) { return b ? kNames.on : kNames.off; }
+};
+
+// The spellings of each enumerated parameter, in the order the error message lists them.
+template <class T> struct Spelling { const char* text; T value; };
+template <class T> struct Spellings;
+template <> struct Spellings<BackendKind> {
+  static constexpr Spelling<BackendKind> kAll[] = {
+      {"host", BackendKind::kHost}, {"cuda", BackendKind::kCuda}, {"auto", BackendKind::kAuto}};
+};
+template <> struct Spellings<EntrySync> {
+  static constexpr Spelling<EntrySync> kAll[] = {{"signals", EntrySync::kSignals},
+                                                 {"barrier", EntrySync::kBarrier}};
+};
+template <> struct Spellings<LanesMode> {
+  static constexpr Spelling<LanesMode> kAll[] = {
+      {"auto", LanesMode::kAuto}, {"split", LanesMode::kSplit}, {"serial", LanesMode::kSerial}};
+};
+template <> struct Spellings<ProxyPollMode> {
+  static constexpr Spelling<ProxyPollMode> kAll[] = {{"auto", ProxyPollMode::kAuto},
+                                                     {"eager", ProxyPollMode::kEager},
+                                                     {"sleep", ProxyPollMode::kSleep}};
+};
+template <> struct Spellings<LocalCopySetting> {
+  static constexpr Spelling<LocalCopySetting> kAll[] = {{"auto", LocalCopySetting::kAuto},
+                                                     {"direct", LocalCopySetting::kDirect},
+                                                     {"engines", LocalCopySetting::kEngines}};
+};
+
+template <class T>
+struct EnumParam {
+  static bool parse(const char* v, T& out) {
+    for (const auto& s : Spellings<T>::kAll)
+      if (!strcasecmp(v, s.text)) return out = s.value, true;
+    return false;
+  }
+  static std::string expected() {
+    std::string list;
+    for (const auto& s : Spellings<T>::kAll) list += (list.empty() ? "" : ", ") + std::string(s.text);
+    return "one of " + list;
+  }
+  static std::string show(T value) {
+    for (const auto& s : Spellings<T>::kAll)
+      if (s.value == value) return s.text;
+    return "?";
+  }
+};
+
+#define COMMA ,
+constexpr ParamVisibility kPublic = ParamVisibility::kPublic;
+constexpr ParamVisibility kInternal = ParamVisibility::kInternal;
+
+const ParamInfo kParams[] = {
+#define RMACC_PARAM_INFO(type, field, init, name, parser, vis, defaultText, doc) \
+  {name, vis, defaultText, doc},
+    RMACC_PARAMS(RMACC_PARAM_INFO)
+#undef RMACC_PARAM_INFO
+};
 
 }  // namespace
 
+const ParamInfo* paramTable(size_t* count) {
+  *count = sizeof(kParams) / sizeof(kParams[0]);
+  return kParams;
+}
+
+std::string paramMarkdown(ParamVisibility visibility) {
+  std::string out = "| variable | default | meaning |\n|---|---|---|\n";
+  for (const ParamInfo& p : kParams)
+    if (p.visibility == visibility)
+      out += strprintf("| `%s` | %s | %s |\n", p.name, p.defaultText, p.doc);
+  return out;
+}
+
+Config::Read Config::readOne(const char* name) {
+  const char* v = env(name);
+  if (!v) return Read::kUnset;
+#define RMACC_PARAM_READ(type, field, init, pname, parser, ...) \
+  if (!strcmp(name, pname)) return parser::parse(v, field) ? Read::kSet : Read::kMalformed;
+  RMACC_PARAMS(RMACC_PARAM_READ)
+#undef RMACC_PARAM_READ
+  return Read::kUnset;
+}
+
+std::string Config::expected(const char* name) {
+#define RMACC_PARAM_EXPECTED(type, field, init, pname, parser, ...) \
+  if (!strcmp(name, pname)) return parser::expected();
+  RMACC_PARAMS(RMACC_PARAM_EXPECTED)
+#undef RMACC_PARAM_EXPECTED
+  return "";
+}
+
 Config Config::fromEnvironment() {
   Config c;
-  if (const char* v = env("RMACC_DEBUG")) {
-    auto level = parseLogLevel(v);
-    if (!level) reject("RMACC_DEBUG", v, "NONE, WARN, INFO or TRACE");
-    c.debugLevel = *level;
-  }
-  if (const char* v = env("RMACC_DEBUG_SUBSYS")) {
-    auto mask = parseSubsysMask(v);
-    if (!mask) reject("RMACC_DEBUG_SUBSYS", v, "a list of INIT,BOOT,PLAN,EXEC,NET,PROXY,ALLOC,ENV,COLL,ALL");
-    c.debugSubsys = *mask;
-  }
-  if (const char* v = env("RMACC_BACKEND")) {
-    if (!strcasecmp(v, "host")) c.backend = BackendKind::kHost;
-    else if (!strcasecmp(v, "cuda")) c.backend = BackendKind::kCuda;
-    else if (!strcasecmp(v, "auto")) c.backend = BackendKind::kAuto;
-    else reject("RMACC_BACKEND", v, "host, cuda or auto");
-  }
-  if (const char* v = env("RMACC_HOSTNAME")) {
-    if (strlen(v) > 255) reject("RMACC_HOSTNAME", v, "at most 255 characters");
-    c.hostname = v;
-  }
-  if (const char* v = env("RMACC_NET_PROVIDER")) c.netProvider = v;
-  if (const char* v = env("RMACC_BOOTSTRAP_ADDR")) c.bootstrapAddr = v;
-  if (const char* v = env("RMACC_RELAY_BYTES")) c.relayBytes = parseBytesAtLeast("RMACC_RELAY_BYTES", v, 4096);
-  if (const char* v = env("RMACC_RELAY_SLOTS")) c.relaySlots = (int)parseInt("RMACC_RELAY_SLOTS", v, 2, 1024);
+  for (const ParamInfo& p : kParams)
+    if (c.readOne(p.name) == Read::kMalformed) reject(p.name, env(p.name), expected(p.name));
+  // The one constraint between two parameters.
   if (c.relayBytes / c.relaySlots < 1024)
     RMACC_THROW(rmaccInvalidArgument,
                 "RMACC_RELAY_BYTES / RMACC_RELAY_SLOTS = %zu bytes per slot: need at least 1024",
                 c.relayBytes / c.relaySlots);
-  if (const char* v = env("RMACC_ENTRY_SYNC")) {
-    if (!strcasecmp(v, "signals")) c.entrySync = EntrySync::kSignals;
-    else if (!strcasecmp(v, "barrier")) c.entrySync = EntrySync::kBarrier;
-    else reject("RMACC_ENTRY_SYNC", v, "signals or barrier");
-  }
-  if (const char* v = env("RMACC_MAX_PUT_BYTES"))
-    c.maxPutBytes = parseBytesAtLeast("RMACC_MAX_PUT_BYTES", v, 4096);
-  if (const char* v = env("RMACC_TIMEOUT_S")) {
-    errno = 0;
-    char* end = nullptr;
-    double t = strtod(v, &end);
-    if (errno || end == v || *end != '\0' || !(t > 0) || !std::isfinite(t))
-      reject("RMACC_TIMEOUT_S", v, "a positive number of seconds");
-    c.timeoutS = t;
-  }
-  if (const char* v = env("RMACC_DUMP_PLAN")) c.dumpPlan = parseBool("RMACC_DUMP_PLAN", v);
-  if (const char* v = env("RMACC_TRACE_FILE")) c.traceFile = v;
-  if (const char* v = env("RMACC_LANES")) {
-    if (!strcasecmp(v, "auto")) c.lanes = Config::Lanes::kAuto;
-    else if (!strcasecmp(v, "split")) c.lanes = Config::Lanes::kSplit;
-    else if (!strcasecmp(v, "serial")) c.lanes = Config::Lanes::kSerial;
-    else reject("RMACC_LANES", v, "auto, split or serial");
-  }
-  if (const char* v = env("RMACC_PROXY_POLL")) {
-    if (!strcasecmp(v, "auto")) c.proxyPoll = Config::ProxyPoll::kAuto;
-    else if (!strcasecmp(v, "eager")) c.proxyPoll = Config::ProxyPoll::kEager;
-    else if (!strcasecmp(v, "sleep")) c.proxyPoll = Config::ProxyPoll::kSleep;
-    else reject("RMACC_PROXY_POLL", v, "auto, eager or sleep");
-  }
-  if (const char* v = env("RMACC_NET_BOUNCE")) c.bounceAlways = parseSwitch("RMACC_NET_BOUNCE", v, "auto", "always");
-  if (const char* v = env("RMACC_NET_BOUNCE_BYTES"))
-    c.bounceBytes = parseBytesAtLeast("RMACC_NET_BOUNCE_BYTES", v, 1);
-  if (const char* v = env("RMACC_NET_BOUNCE_CHUNK"))
-    c.bounceChunkBytes = parseBytesAtLeast("RMACC_NET_BOUNCE_CHUNK", v, 1);
-  if (const char* v = env("RMACC_NET_GDR")) c.netGdr = parseSwitch("RMACC_NET_GDR", v, "off", "auto");
-  if (const char* v = env("RMACC_NET_LANDING"))
-    c.landingAlways = parseSwitch("RMACC_NET_LANDING", v, "auto", "always");
-  if (const char* v = env("RMACC_NET_LANDING_BYTES"))
-    c.landingBytes = parseBytesAtLeast("RMACC_NET_LANDING_BYTES", v, 1);
-  if (const char* v = env("RMACC_LOCAL_COPY")) {
-    if (!strcasecmp(v, "auto")) c.localCopy = Config::LocalCopy::kAuto;
-    else if (!strcasecmp(v, "direct")) c.localCopy = Config::LocalCopy::kDirect;
-    else if (!strcasecmp(v, "engines")) c.localCopy = Config::LocalCopy::kEngines;
-    else reject("RMACC_LOCAL_COPY", v, "auto, direct or engines");
-  }
-  if (const char* v = env("RMACC_LOCAL_COPY_SLOT"))
-    c.localCopySlotBytes = parseBytesAtLeast("RMACC_LOCAL_COPY_SLOT", v, 1);
-  if (const char* v = env("RMACC_CE_STREAMS")) c.ceStreams = (int)parseInt("RMACC_CE_STREAMS", v, 1, 64);
   return c;
 }
 
 void Config::log() const {
-  static const char* kVars[] = {"RMACC_DEBUG", "RMACC_DEBUG_SUBSYS", "RMACC_BACKEND",
-                                "RMACC_HOSTNAME", "RMACC_NET_PROVIDER", "RMACC_RELAY_BYTES",
-                                "RMACC_RELAY_SLOTS", "RMACC_ENTRY_SYNC", "RMACC_MAX_PUT_BYTES",
-                                "RMACC_TIMEOUT_S", "RMACC_DUMP_PLAN", "RMACC_TRACE_FILE",
-                                "RMACC_CE_STREAMS", "RMACC_LANES", "RMACC_BOOTSTRAP_ADDR",
-                                "RMACC_NET_BOUNCE", "RMACC_NET_BOUNCE_BYTES", "RMACC_NET_BOUNCE_CHUNK",
-                                "RMACC_PROXY_POLL", "RMACC_NET_LANDING", "RMACC_NET_GDR",
-                                "RMACC_NET_LANDING_BYTES", "RMACC_LOCAL_COPY", "RMACC_LOCAL_COPY_SLOT"};
-  for (const char* name : kVars)
-    if (const char* v = env(name)) INFO(kSubsysEnv, "%s set by environment to %s", name, v);
-  INFO(kSubsysEnv, "relay %zu bytes in %d slots, max put %zu bytes, timeout %.1f s", relayBytes,
-       relaySlots, maxPutBytes, timeoutS);
+#define RMACC_PARAM_LOG(type, field, init, name, parser, ...)                               \
+  INFO(kSubsysEnv, "%s=%s%s", name, parser::show(field).c_str(),                            \
+       env(name) ? " (set by environment)" : "");
+  RMACC_PARAMS(RMACC_PARAM_LOG)
+#undef RMACC_PARAM_LOG
 }
 
 const Config& config() {

@@ -1,6 +1,8 @@
-// Every RMACC_* environment variable, read once and validated (MSCCL++'s Env, NCCL's params).
-// A malformed value is rejected with a message naming the variable; the README lists each one
-// with its default.
+// Every RMACC_* environment variable, declared once in RMACC_PARAMS below (NCCL's NCCL_PARAM,
+// MSCCL++'s Env): the row gives the field, its default, the parser, whether users need it and a
+// one-line doc. Parsing, the INFO log of the effective configuration and the README's tables
+// (checked by config_test) all come from that list. A malformed value is rejected with a
+// message naming the variable.
 #pragma once
 
 #include <cstddef>
@@ -15,75 +17,128 @@ namespace rmacc {
 enum class BackendKind { kAuto, kHost, kCuda };
 enum class EntrySync { kSignals, kBarrier };
 
+// Public parameters are the few a user sets; internal ones are tuning knobs whose defaults are
+// the best choice measured so far (README lists them apart).
+enum class ParamVisibility { kPublic, kInternal };
+
+// X(type, field, default, name, parser, visibility, default as documented, doc). The parser is
+// a type of config.cc with static parse(name, text, field&) and show(field). Comments beside a
+// row say why its default is what it is.
+#define RMACC_PARAMS(X)                                                                           \
+  X(LogLevel, debugLevel, LogLevel::kWarn, "RMACC_DEBUG", LevelParam, kPublic, "`WARN`",          \
+    "log level: `NONE`, `WARN`, `INFO`, `TRACE`")                                                 \
+  X(uint32_t, debugSubsys, kSubsysAll, "RMACC_DEBUG_SUBSYS", SubsysParam, kPublic, "`ALL`",       \
+    "comma list of `INIT,BOOT,PLAN,EXEC,NET,PROXY,ALLOC,ENV,COLL,ALL`; `^` inverts")              \
+  X(BackendKind, backend, BackendKind::kAuto, "RMACC_BACKEND", EnumParam<BackendKind>, kPublic,   \
+    "`auto`", "`host`, `cuda`, or `auto` (CUDA when built with it and a GPU is present)")         \
+  X(std::string, hostname, "", "RMACC_HOSTNAME", HostnameParam, kPublic, "host name",             \
+    "the node a rank belongs to; tests emulate nodes with it")                                    \
+  X(std::string, netProvider, "", "RMACC_NET_PROVIDER", TextParam, kPublic, "libfabric's choice", \
+    "libfabric provider between nodes (`tcp`, `verbs`, `efa`, ...)")                              \
+  X(double, timeoutS, 300, "RMACC_TIMEOUT_S", SecondsParam, kPublic, "`300`",                     \
+    "a peer that does not answer within this many seconds is an error")                           \
+  X(std::string, traceFile, "", "RMACC_TRACE_FILE", TextParam, kPublic, "unset",                  \
+    "write a Chrome/Perfetto trace per rank (`%r` is replaced by the rank)")                      \
+  X(size_t, relayBytes, 64ull << 20, "RMACC_RELAY_BYTES", BytesParam<4096>, kPublic, "`64M`",     \
+    "relay memory per rank for receive-side PXN (suffixes K, M, G)")                              \
+  X(std::string, bootstrapAddr, "", "RMACC_BOOTSTRAP_ADDR", TextParam, kInternal,                 \
+    "first non-loopback IPv4", "address the rendezvous root listens on")                          \
+  X(int, relaySlots, 4, "RMACC_RELAY_SLOTS", IntParam<2 COMMA 1024>, kInternal, "`4`",            \
+    "slots the relay memory is split into (≥ 2); round k uses slot k mod S")                      \
+  X(EntrySync, entrySync, EntrySync::kSignals, "RMACC_ENTRY_SYNC", EnumParam<EntrySync>,          \
+    kInternal, "`signals`",                                                                       \
+    "`signals` (per-peer readiness signals) or `barrier` before each AlltoAllV")                  \
+  X(size_t, maxPutBytes, 1ull << 30, "RMACC_MAX_PUT_BYTES", BytesParam<4096>, kInternal, "`1G`",  \
+    "the planner splits larger puts into pieces")                                                 \
+  X(bool, dumpPlan, false, "RMACC_DUMP_PLAN", BoolParam, kInternal, "`0`",                        \
+    "`1` prints each new AlltoAllV plan of the rank")                                             \
+  /* One stream by default: every internal stream also holds stream-memory waits, and CUDA   */   \
+  /* maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues; a wait at the head of a  */   \
+  /* shared queue blocks the copies behind it, which across ranks can deadlock (H200, MPS).  */   \
+  X(int, ceStreams, 1, "RMACC_CE_STREAMS", IntParam<1 COMMA 64>, kInternal, "`1`",                \
+    "internal copy streams per rank; more let copies to different peers overlap, but on CUDA "    \
+    "all internal streams must fit in `CUDA_DEVICE_MAX_CONNECTIONS` hardware queues")             \
+  X(LanesMode, lanes, LanesMode::kAuto, "RMACC_LANES", EnumParam<LanesMode>, kInternal, "`auto`", \
+    "`split`: the plan's four lanes (CE put, CE wait, proxy put, proxy wait) on their own "        \
+    "streams; `serial`: one stream per call in plan order (fewest stream hand-offs and hardware "  \
+    "queues); `auto`: serial on one node, split across nodes")                                                               \
+  X(ProxyPollMode, proxyPoll, ProxyPollMode::kAuto, "RMACC_PROXY_POLL", EnumParam<ProxyPollMode>, \
+    kInternal, "`auto`",                                                                          \
+    "`eager`: the proxy polls without sleeping while puts are pending (a core per proxy during "  \
+    "a call); `sleep`: it backs off up to 100 µs; `auto`: eager when the process may use at "     \
+    "least 4 cores per rank of its node")                                                         \
+  X(bool, bounceAlways, false, "RMACC_NET_BOUNCE", SwitchParam<kAutoAlways>, kInternal, "`auto`", \
+    "`auto`: a proxy put's source goes through a pinned bounce ring only when the network "       \
+    "cannot read it; `always`: every source does (exercises that path without GPUs)")             \
+  X(size_t, bounceBytes, 64ull << 20, "RMACC_NET_BOUNCE_BYTES", BytesParam<1>, kInternal, "`64M`",\
+    "smallest bounce ring per posting stream (it grows to twice the largest put)")                \
+  X(size_t, bounceChunkBytes, 4ull << 20, "RMACC_NET_BOUNCE_CHUNK", BytesParam<1>, kInternal,     \
+    "`4M`", "a staged put goes out in chunks of this size, so that staging chunk k+1 overlaps "   \
+    "sending chunk k (at most 255 chunks a put; larger puts use larger chunks)")                  \
+  X(bool, netGdr, true, "RMACC_NET_GDR", SwitchParam<kOffAuto>, kInternal, "`auto`",              \
+    "`auto`: on GPUs, let the network read and write device memory in place when the provider "   \
+    "offers `FI_HMEM` and registers this GPU's memory (tried at init); `off`: always stage "      \
+    "device data through pinned memory")                                                          \
+  X(bool, landingAlways, false, "RMACC_NET_LANDING", SwitchParam<kAutoAlways>, kInternal,         \
+    "`auto`", "`auto`: other nodes' puts land in the target's pinned slots (copied in by its "    \
+    "proxy) only for windows the network cannot write; `always`: for every window")               \
+  X(size_t, landingBytes, 64ull << 20, "RMACC_NET_LANDING_BYTES", BytesParam<1>, kInternal,       \
+    "`64M`", "pinned landing memory of a rank with such windows, for all its remote sources "     \
+    "together (4 slots each, 64 KiB–4 MiB a slot)")                                               \
+  X(LocalCopySetting, localCopy, LocalCopySetting::kAuto, "RMACC_LOCAL_COPY", EnumParam<LocalCopySetting>, \
+    kInternal, "`auto`",                                                                          \
+    "how bytes move within one device (the block a rank sends itself, staged blocks): `direct` "  \
+    "(one device copy: on CUDA an SM kernel, which waits for compute kernels), `engines` (out "    \
+    "and back through the next local GPU's slots and pinned host memory, copy engines only), "     \
+    "`auto` (engines on CUDA when the node has another GPU)")              \
+  X(size_t, localCopySlotBytes, 4ull << 20, "RMACC_LOCAL_COPY_SLOT", BytesParam<1>, kInternal,    \
+    "`4M`", "each of the two slots a local-copy route uses (in the next local rank's device "       \
+    "memory, and in pinned host memory)")
+
+enum class LanesMode { kAuto, kSplit, kSerial };
+enum class ProxyPollMode { kAuto, kEager, kSleep };
+enum class LocalCopySetting { kAuto, kDirect, kEngines };
+
 struct Config {
-  LogLevel debugLevel = LogLevel::kWarn;        // RMACC_DEBUG
-  uint32_t debugSubsys = kSubsysAll;            // RMACC_DEBUG_SUBSYS
-  BackendKind backend = BackendKind::kAuto;     // RMACC_BACKEND
-  std::string hostname;                         // RMACC_HOSTNAME (empty: gethostname)
-  std::string netProvider;                      // RMACC_NET_PROVIDER (empty: libfabric's choice)
-  std::string bootstrapAddr;                    // RMACC_BOOTSTRAP_ADDR (empty: first non-loopback
-                                                // IPv4 address; the bootstrap validates it)
-  size_t relayBytes = 64ull << 20;              // RMACC_RELAY_BYTES
-  int relaySlots = 4;                           // RMACC_RELAY_SLOTS (>= 2)
-  EntrySync entrySync = EntrySync::kSignals;    // RMACC_ENTRY_SYNC
-  size_t maxPutBytes = 1ull << 30;              // RMACC_MAX_PUT_BYTES
-  double timeoutS = 300;                        // RMACC_TIMEOUT_S
-  bool dumpPlan = false;                        // RMACC_DUMP_PLAN
-  std::string traceFile;                        // RMACC_TRACE_FILE
-  // RMACC_CE_STREAMS: internal copy streams. One by default: every internal stream also holds
-  // stream-memory waits, and CUDA maps streams onto CUDA_DEVICE_MAX_CONNECTIONS (8) hardware
-  // queues; a wait at the head of a shared queue blocks the copies behind it, which across
-  // ranks can deadlock (seen on an H200 with 4 copy streams under MPS).
-  int ceStreams = 1;
-  // RMACC_LANES: `split` runs the plan's four lanes on their own streams (overlap); `serial`
-  // runs every op of a call on one stream in plan order, which the planner keeps deadlock-free
-  // (every signal precedes its wait in the order): fewest hand-offs between streams, fewest
-  // hardware queues. `auto`: serial on one node (no network hop to overlap), split across nodes.
-  enum class Lanes { kAuto, kSplit, kSerial } lanes = Lanes::kAuto;
-  // RMACC_NET_BOUNCE: `auto` stages a proxy put's source in pinned bounce memory only when the
-  // network cannot read it (device memory, no GPU-direct provider); `always` stages every
-  // source, so machines without GPUs exercise that path too.
-  bool bounceAlways = false;
-  // RMACC_PROXY_POLL: `eager` polls without sleeping while puts are pending (lowest hop
-  // latency, one core per proxy while a call runs), `sleep` backs off (oversubscribed CPUs),
-  // `auto` is eager when the process may use at least 4 cores per rank of its node.
-  enum class ProxyPoll { kAuto, kEager, kSleep } proxyPoll = ProxyPoll::kAuto;
-  size_t bounceBytes = 64ull << 20;             // RMACC_NET_BOUNCE_BYTES: smallest bounce ring
-  // RMACC_NET_BOUNCE_CHUNK: a staged put goes out in chunks of this size, so that staging one
-  // chunk overlaps sending the previous one (at most 255 chunks a put: larger puts use
-  // larger chunks).
-  size_t bounceChunkBytes = 4ull << 20;
-  // RMACC_NET_LANDING: `auto` lands cross-node puts in pinned slots on the target (copied in by
-  // its proxy) only for windows the network cannot write (device memory, no GPU-direct
-  // provider); `always` does it for every window, so machines without GPUs exercise that path.
-  bool landingAlways = false;
-  // RMACC_NET_GDR: `auto` lets the network read and write device memory in place when the
-  // provider offers FI_HMEM and registers this GPU's memory (checked at init); `off` always
-  // stages device data through pinned memory.
-  bool netGdr = true;
-  // RMACC_NET_LANDING_BYTES: pinned landing memory a rank with such windows sets aside for all
-  // its remote sources together (4 slots each, 64 KiB to 4 MiB a slot).
-  size_t landingBytes = 64ull << 20;
-  // RMACC_LOCAL_COPY: how bytes move inside one device (the block a rank sends itself, staged
-  // blocks). `direct`: one device copy (on CUDA the driver runs it on the SMs, so it waits for
-  // compute kernels); `engines`: out and back through a peer GPU and pinned host memory, copy
-  // engines only (exec/local_copy.h); `auto`: engines where device copies need compute units
-  // (CUDA) and the node has another GPU, else direct.
-  enum class LocalCopy { kAuto, kDirect, kEngines } localCopy = LocalCopy::kAuto;
-  size_t localCopySlotBytes = 4ull << 20;       // RMACC_LOCAL_COPY_SLOT: each of the 2 slots a route has
+  using Lanes = LanesMode;
+  using ProxyPoll = ProxyPollMode;
+  using LocalCopy = LocalCopySetting;
+
+#define RMACC_PARAM_FIELD(type, field, init, ...) type field = init;
+  RMACC_PARAMS(RMACC_PARAM_FIELD)
+#undef RMACC_PARAM_FIELD
 
   // Reads and validates the environment; throws Error(rmaccInvalidArgument) naming the
   // variable when a value is malformed.
   static Config fromEnvironment();
-  // Prints every value at INFO/ENV, marking those set by the environment.
+  // Reads one variable (by name) into this configuration, leaving the field as it was when the
+  // variable is unset, unknown or malformed. Never throws nor logs (logging reads its own two
+  // parameters through it).
+  enum class Read { kUnset, kSet, kMalformed };
+  Read readOne(const char* name);
+  // What a well-formed value of the variable looks like, for error messages.
+  static std::string expected(const char* name);
+  // Prints every parameter's effective value at INFO/ENV, marking those set by the environment.
   void log() const;
 };
+
+// One parameter of RMACC_PARAMS as data, for the log, the tools and the README check.
+struct ParamInfo {
+  const char* name;
+  ParamVisibility visibility;
+  const char* defaultText;
+  const char* doc;
+};
+// Every parameter, in declaration order.
+const ParamInfo* paramTable(size_t* count);
+// The README's markdown table (header included) of the parameters of one visibility.
+std::string paramMarkdown(ParamVisibility visibility);
 
 // The process's configuration, read on first use. Throws like fromEnvironment() (and again on
 // the next call) while the environment is malformed.
 const Config& config();
 
-// Parsers shared with the logger and the tests; nullopt when the text is malformed or empty.
+// Parsers shared with the tests and the table; nullopt when the text is malformed or empty.
 std::optional<LogLevel> parseLogLevel(const char* text);
 std::optional<uint32_t> parseSubsysMask(const char* text);
 // "64M", "1G", "4096", "2k": a byte size with an optional binary suffix.

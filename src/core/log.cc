@@ -24,13 +24,17 @@ struct LogSettings {
   char host[64] = {0};
 };
 
-// The log settings are read once, straight from the environment, so that logging works even
-// before (or while) Config validates the rest; Config rejects malformed values at init.
+// The log settings are read once, through Config's parsers but without the rest of Config, so
+// that logging works even before (or while) Config validates the rest; a malformed value keeps
+// the default here and is rejected by config() at init.
 const LogSettings& settings() {
   static const LogSettings s = [] {
     LogSettings s;
-    if (auto level = parseLogLevel(getenv("RMACC_DEBUG"))) s.level = *level;
-    if (auto mask = parseSubsysMask(getenv("RMACC_DEBUG_SUBSYS"))) s.subsys = *mask;
+    Config c;
+    c.readOne("RMACC_DEBUG");
+    c.readOne("RMACC_DEBUG_SUBSYS");
+    s.level = c.debugLevel;
+    s.subsys = c.debugSubsys;
     gethostname(s.host, sizeof(s.host) - 1);
     return s;
   }();

@@ -43,7 +43,7 @@ Executor::Executor(Comm& comm) : comm_(comm) {
   joined_ = be.createEvent();
   trace_ = comm.trace();
   bool engines = cfg.localCopy == Config::LocalCopy::kEngines ||
-                 (cfg.localCopy == Config::LocalCopy::kAuto && be.deviceCopyUsesCompute() &&
+                 (cfg.localCopy == Config::LocalCopy::kAuto && be.caps().deviceCopyUsesCompute &&
                   comm.topo().localSize() > 1);
   copier_ = std::make_unique<LocalCopier>(be, comm.bootstrap(), comm.topo(), comm.rank(),
                                           engines ? LocalCopyMode::kEngines : LocalCopyMode::kDirect,

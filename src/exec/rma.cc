@@ -10,11 +10,45 @@ namespace rmacc {
 
 RmaEngine::RmaEngine(Comm& comm) : comm_(comm) {}
 
+RmaEngine::Lane& RmaEngine::laneFor(Stream& stream) {
+  auto it = lanes_.find(&stream);
+  if (it != lanes_.end()) return it->second;
+  Lane lane;
+  if (!idle_.empty()) {
+    lane = std::move(idle_.back());
+    idle_.pop_back();
+  } else {
+    lane.queue = comm_.proxy()->createQueue();
+    ++queuesCreated_;
+  }
+  return lanes_.emplace(&stream, std::move(lane)).first->second;
+}
+
 ProxyQueue& RmaEngine::queueFor(Stream& stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = queues_.find(&stream);
-  if (it == queues_.end()) it = queues_.emplace(&stream, comm_.proxy()->createQueue()).first;
-  return *it->second;
+  return *laneFor(stream).queue;
+}
+
+// A pooled queue keeps counting from where its last stream left it: its puts were all released
+// (the stream synchronized), so the next stream's posts simply follow them. A pooled ring's
+// regions wait on that queue's done flag before reuse, whichever stream reserves them.
+void RmaEngine::forgetStream(Stream& stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lastSeq_.erase(&stream);
+  auto it = lanes_.find(&stream);
+  if (it == lanes_.end()) return;
+  idle_.push_back(std::move(it->second));
+  lanes_.erase(it);
+}
+
+size_t RmaEngine::queuesCreated() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queuesCreated_;
+}
+
+size_t RmaEngine::streamsHeld() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lanes_.size();
 }
 
 void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
@@ -48,7 +82,7 @@ void RmaEngine::stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   BounceRing* ring;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& r = bounces_[&stream];
+    auto& r = laneFor(stream).ring;
     if (!r) r = std::make_unique<BounceRing>(comm_.backend(), *comm_.proxy(), comm_.cfg().bounceBytes);
     ring = r.get();
   }
@@ -60,7 +94,7 @@ void RmaEngine::stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   // Refused whole, before any part is posted (a put with no final part would never signal).
   RMACC_ARG_CHECK((put.bytes + chunk - 1) / chunk <= kMaxChunks,
                   "put of %zu bytes needs more than %zu pieces of at most %zu bytes; the completion "
-                  "data counts at most %zu (raise RMACC_MAX_PUT_BYTES)",
+                  "data counts at most %zu (the provider's largest message is too small)",
                   put.bytes, kMaxChunks, pieceMax, kMaxChunks);
   uint32_t prior = 0;
   for (size_t off = 0; off < put.bytes; off += chunk, ++prior) {

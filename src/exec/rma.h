@@ -42,8 +42,23 @@ class RmaEngine {
   void waitProxyDone(Stream& stream);
   // Global barrier on `stream`: the node's ranks, then the rails (DESIGN.md §2 "Barrier").
   void barrier(Stream& stream, int ctx);
+  // `stream` is going away and has synchronized (every put it posted is released to the
+  // proxy): its proxy queue and bounce ring go to a pool that the next new stream draws from,
+  // so destroyed streams neither keep queues the proxy scans nor rings of 64 MiB and more, and
+  // a later stream at the same address does not inherit them.
+  void forgetStream(Stream& stream);
+  // Proxy queues this engine made so far (the pool bounds them by the streams alive at once),
+  // and the streams it holds a queue for now.
+  size_t queuesCreated() const;
+  size_t streamsHeld() const;
 
  private:
+  // What a posting stream uses on the proxy path; it outlives the stream in the pool.
+  struct Lane {
+    ProxyQueue* queue = nullptr;
+    std::unique_ptr<BounceRing> ring;  // made on the first staged put
+  };
+  Lane& laneFor(Stream& stream);  // mu_ held
   // The proxy queue of a stream: one per posting stream so that one stream's readiness never
   // holds back another's puts.
   ProxyQueue& queueFor(Stream& stream);
@@ -51,9 +66,10 @@ class RmaEngine {
   void stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put);
 
   Comm& comm_;
-  std::mutex mu_;
-  std::map<Stream*, ProxyQueue*> queues_;
-  std::map<Stream*, std::unique_ptr<BounceRing>> bounces_;
+  mutable std::mutex mu_;
+  std::map<Stream*, Lane> lanes_;
+  std::vector<Lane> idle_;  // lanes of forgotten streams
+  size_t queuesCreated_ = 0;
   std::map<Stream*, uint64_t> lastSeq_;
 };
 

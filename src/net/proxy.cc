@@ -124,7 +124,7 @@ class ProxyImpl final : public Proxy {
         layout_{nRanks}, timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll),
         trace_(options.trace), ordered_(fabric.orderedWrites()),
         localReg_(fabric.needsLocalRegistration()) {
-    pieceMax_ = std::min(options.maxPutBytes, fabric.maxMessageBytes());
+    pieceMax_ = std::min(options.maxPieceBytes, fabric.maxMessageBytes());
     RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
     kickFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (kickFd_ < 0) RMACC_THROW(rmaccSystemError, "eventfd: %s", strerror(errno));
@@ -178,7 +178,7 @@ class ProxyImpl final : public Proxy {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   bool sleepFor(double seconds);
   void drain();
-  size_t piecesOf(size_t bytes) const { return bytes == 0 ? 1 : (bytes + pieceMax_ - 1) / pieceMax_; }
+  size_t piecesOf(size_t bytes) const { return bytes == 0 ? 1 : (bytes - 1) / pieceMax_ + 1; }
 
   Fabric& fabric_;
   Backend& backend_;
@@ -280,7 +280,7 @@ void ProxyImpl::validate(const ProxyPut& put) const {
   RMACC_ARG_CHECK(put.final || put.priorPieces == 0, "a non-final part carries prior pieces");
   RMACC_ARG_CHECK(pieces <= kMaxPieces,
                   "put of %zu bytes needs %zu pieces of at most %zu bytes; the completion data "
-                  "counts at most %zu (raise RMACC_MAX_PUT_BYTES)",
+                  "counts at most %zu",
                   put.bytes, pieces, pieceMax_, kMaxPieces);
 }
 

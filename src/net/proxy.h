@@ -94,10 +94,11 @@ class Proxy {
 
 // Starts the proxy thread. `signals` (host-visible, SignalLayout{nRanks}) receives the
 // increments for remote sources; signal stores go through backend.hostWrite so that stream
-// waits on the host backend wake up. Puts above maxPutBytes or the provider's maximum message
-// are split; the receiving proxy counts the signal once every piece has landed.
+// waits on the host backend wake up. Puts above the provider's maximum message or
+// maxPieceBytes (1 GiB; lower in tests) are split; the receiving proxy counts the signal once every
+// piece has landed. RMACC_MAX_PUT_BYTES is the planner's, not applied here a second time.
 struct ProxyOptions {
-  size_t maxPutBytes = 1ull << 30;  // larger puts are split into pieces
+  size_t maxPieceBytes = 1ull << 30;  // larger puts are split into pieces
   double timeoutS = 300;            // a put making no progress this long fails the proxy
   bool eagerPoll = false;           // poll without sleeping while puts are pending (proxy_backoff.h)
   // Called on the proxy thread for every finished put ("net put": from the stream's release

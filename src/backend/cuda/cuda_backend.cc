@@ -64,7 +64,10 @@ class CudaBackend : public Backend {
   std::unique_ptr<Event> createEvent() override { return std::make_unique<CudaEvent>(state_); }
   bool isHostMemory(const void* ptr) const override;
   // Measured on H200s, driver 580: every same-GPU device-to-device copy is an SM kernel.
-  bool deviceCopyUsesCompute() const override { return true; }
+  BackendCaps caps() const override {
+    return {.synchronousNullStream = false, .deviceCopyUsesCompute = true,
+            .networkMayTouchDeviceMemory = true};
+  }
   bool isDeviceMemory(const void* ptr) const override { return deviceOrdinal(ptr) == state_->device; }
   int deviceOrdinal(const void* ptr) const override;
   // Without a GPU-direct provider the network reaches host memory only: relay buffers and

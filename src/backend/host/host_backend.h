@@ -19,6 +19,8 @@ class HostBackend : public Backend {
   ~HostBackend() override;
 
   const char* name() const override { return "host"; }
+  // Ops on the NULL stream run on the calling thread (HostStream's inline mode).
+  BackendCaps caps() const override { return {.synchronousNullStream = true}; }
   std::unique_ptr<Allocation> allocate(size_t bytes) override;
   std::unique_ptr<Mapping> import(const ExportHandle& handle) override;
   std::unique_ptr<Allocation> allocateHostVisible(size_t bytes) override;
