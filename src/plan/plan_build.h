@@ -30,6 +30,13 @@ enum Phase : int {
 };
 constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;
 
+// One block of a round payload: the bytes the writer sends to `dest`, at `start` in the payload.
+struct Block {
+  int dest;
+  uint64_t start;
+  uint64_t len;
+};
+
 struct Draft {
   Op op;
   int64_t key;

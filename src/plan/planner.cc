@@ -25,13 +25,6 @@
 namespace rmacc::plan {
 namespace {
 
-// One block of a round payload: the bytes the writer sends to `dest`, at `start` in the payload.
-struct Block {
-  int dest;
-  uint64_t start;
-  uint64_t len;
-};
-
 // What relay R receives in one round: writer W's blocks for R's node-mates, back to back in
 // local-rank order, empty blocks skipped (PRIOR_ART §1.1 packing; R's own block goes direct).
 struct Payload {

@@ -10,12 +10,6 @@
 namespace rmacc::plan {
 namespace {
 
-struct Block {
-  int dest;
-  uint64_t start;
-  uint64_t len;
-};
-
 class RankPlanner {
  public:
   RankPlanner(const Topology& topo, const Options& opt, const RankInputs& in)

@@ -1,4 +1,5 @@
 #include "gemm.h"
+#include "cuda_check.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -9,12 +10,6 @@
 
 namespace rmacc::overlap {
 namespace {
-
-void cudaCheck(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  fprintf(stderr, "rmacc-overlap: %s failed: %s\n", what, cudaGetErrorString(e));
-  exit(1);
-}
 
 void cublasCheck(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;

@@ -1,4 +1,5 @@
 #include "libs.h"
+#include "cuda_check.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -7,12 +8,6 @@
 
 namespace rmacc::overlap {
 namespace {
-
-void cudaCheck(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  fprintf(stderr, "rmacc-overlap: %s failed: %s\n", what, cudaGetErrorString(e));
-  exit(1);
-}
 
 void ncclCheck(const nccl::Api& api, nccl::Result r, const char* what, nccl::Comm comm) {
   if (r == nccl::kSuccess) return;

@@ -7,15 +7,10 @@
 
 #include "check.h"
 #include "counts.h"
+#include "cuda_check.h"
 
 namespace rmacc::overlap {
 namespace {
-
-void cudaCheck(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  fprintf(stderr, "rmacc-overlap: %s failed: %s\n", what, cudaGetErrorString(e));
-  exit(1);
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
