@@ -90,7 +90,7 @@ enum class ParamVisibility { kPublic, kInternal };
     "how bytes move within one device (the block a rank sends itself, staged blocks): `direct` "  \
     "(one device copy: on CUDA an SM kernel, which waits for compute kernels), `engines` (out "    \
     "and back through the next local GPU's slots and pinned host memory, copy engines only), "     \
-    "`auto` (engines on CUDA when the node has another GPU)")              \
+    "`auto` (direct for now: the engines pipeline is not yet fast, bench/RESULTS.md §8.5)")     \
   X(size_t, localCopySlotBytes, 4ull << 20, "RMACC_LOCAL_COPY_SLOT", BytesParam<1>, kInternal,    \
     "`4M`", "each of the two slots a local-copy route uses (in the next local rank's device "       \
     "memory, and in pinned host memory)")

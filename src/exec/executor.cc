@@ -42,9 +42,11 @@ Executor::Executor(Comm& comm) : comm_(comm) {
   join_ = be.createStream();
   joined_ = be.createEvent();
   trace_ = comm.trace();
-  bool engines = cfg.localCopy == Config::LocalCopy::kEngines ||
-                 (cfg.localCopy == Config::LocalCopy::kAuto && be.caps().deviceCopyUsesCompute &&
-                  comm.topo().localSize() > 1);
+  // `auto` is direct for now: on 2 x H200 the copy-engine loop's pipeline ran far below its link
+  // model (1 GiB AlltoAll 46.6 GB/s busbw against 362.6 direct, bench/RESULTS.md §8.5: its
+  // batches of copies do not overlap as assumed); `engines` stays for jobs that must leave the
+  // SMs alone (beside compute it does not wait for kernels).
+  bool engines = cfg.localCopy == Config::LocalCopy::kEngines;
   copier_ = std::make_unique<LocalCopier>(be, comm.bootstrap(), comm.topo(), comm.rank(),
                                           engines ? LocalCopyMode::kEngines : LocalCopyMode::kDirect,
                                           cfg.localCopySlotBytes);
