@@ -21,6 +21,17 @@ Op putOp(Lane lane, int peer, Loc src, Loc dst, uint64_t bytes, int ctx, int sig
   return op;
 }
 
+Op selfCopyOp(int rank, uint64_t bytes) {
+  Op op;
+  op.kind = OpKind::kCopy;
+  op.lane = Lane::kCePut;
+  op.peer = rank;
+  op.src = {Region::kSend, rank, 0};
+  op.dst = {Region::kRecv, rank, 0};
+  op.bytes = bytes;
+  return op;
+}
+
 Op waitOp(Lane lane, int peer, int ctx, int sig, uint64_t count) {
   RMACC_ENFORCE(count <= UINT32_MAX, "wait count %llu from r%d overflows",
                 (unsigned long long)count, peer);

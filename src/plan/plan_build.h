@@ -45,6 +45,8 @@ struct Draft {
 Op putOp(Lane lane, int peer, Loc src, Loc dst, uint64_t bytes, int ctx, int sig,
          std::vector<int> deps);
 Op waitOp(Lane lane, int peer, int ctx, int sig, uint64_t count);
+// The block `rank` sends itself: send block `rank` to receive block `rank`, on the CE lane.
+Op selfCopyOp(int rank, uint64_t bytes);
 std::vector<int> depsOf(std::initializer_list<int> ids);
 
 // Calls f(offset, length) for the pieces of at most maxPut bytes that cover [0, len).

@@ -147,16 +147,7 @@ void Planner::addIntraNode(int src) {
       noteData(d, src, 0);
     });
   }
-  if (count(src, src) > 0) {
-    Op copy;
-    copy.kind = OpKind::kCopy;
-    copy.lane = Lane::kCePut;
-    copy.peer = src;
-    copy.src = {Region::kSend, src, 0};
-    copy.dst = {Region::kRecv, src, 0};
-    copy.bytes = count(src, src);
-    add(src, std::move(copy), 0, kPhasePut);
-  }
+  if (count(src, src) > 0) add(src, selfCopyOp(src, count(src, src)), 0, kPhasePut);
 }
 
 Payload Planner::payloadOf(int relay, int k) const {

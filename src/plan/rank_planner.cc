@@ -112,16 +112,7 @@ void RankPlanner::addIntraNode() {
     });
   }
   const uint64_t self = send(me_);
-  if (self > 0) {
-    Op copy;
-    copy.kind = OpKind::kCopy;
-    copy.lane = Lane::kCePut;
-    copy.peer = me_;
-    copy.src = {Region::kSend, me_, 0};
-    copy.dst = {Region::kRecv, me_, 0};
-    copy.bytes = self;
-    add(std::move(copy), 0, kPhasePut);
-  }
+  if (self > 0) add(selfCopyOp(me_, self), 0, kPhasePut);
 }
 
 // The round-k relay payload this rank writes (asRelay false) or forwards (true): blocks for the
