@@ -191,13 +191,20 @@ Socket Socket::listen(const SockAddr& addr) {
   return s;
 }
 
+// The peer answered, with no: refused by a closed port, or reset by a listener that closed
+// while the connection sat in its backlog (a root that has given up). Both are the remote
+// side's doing, not this process's.
+static rmaccResult_t connectErrorCode(int e) {
+  return e == ECONNREFUSED || e == ECONNRESET ? rmaccRemoteError : rmaccSystemError;
+}
+
 Socket Socket::connect(const SockAddr& addr, Deadline deadline, const char* what) {
   Socket s = newSocket(addr.family());
   // Non-blocking: an interrupted connect carries on in the background like EINPROGRESS.
   int rc = ::connect(s.fd(), addr.sa(), addr.len);
   if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
     int e = errno;
-    RMACC_THROW(e == ECONNREFUSED ? rmaccRemoteError : rmaccSystemError,
+    RMACC_THROW(connectErrorCode(e),
                 "connecting to %s at %s failed: %s", what, addr.str().c_str(), strerror(e));
   }
   if (rc != 0) {
@@ -207,7 +214,7 @@ Socket Socket::connect(const SockAddr& addr, Deadline deadline, const char* what
     socklen_t len = sizeof(err);
     RMACC_SYSCHECK(getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len), "getsockopt");
     if (err != 0)
-      RMACC_THROW(err == ECONNREFUSED ? rmaccRemoteError : rmaccSystemError,
+      RMACC_THROW(connectErrorCode(err),
                   "connecting to %s at %s failed: %s", what, addr.str().c_str(), strerror(err));
   }
   setNoDelay(s.fd());
