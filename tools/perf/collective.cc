@@ -1,5 +1,7 @@
 #include "collective.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -65,6 +67,16 @@ uint64_t verify(Context& ctx, const Options& opts, const Layout& l, Buffers& b, 
   return verifyRecv(b.hostRecv.data(), l, ctx.rank, es, salt);
 }
 
+// The proxy's share while nothing is asked of it: its backoff should sleep (net/proxy_backoff.h).
+void reportIdleProxy(Context& ctx) {
+  RMACC_PERF_CHECK(ctx, rmaccStreamSynchronize(ctx.comm, ctx.stream));
+  ThreadCpuMeter proxy("rmacc-proxy");
+  proxy.start();
+  sleep(1);
+  double cores = maxOverRanks(ctx, proxy.cores());
+  if (ctx.rank == 0) printf("#   rmacc-proxy: %.3f cores over 1 s idle after the sweep (max over ranks)\n", cores);
+}
+
 }  // namespace
 
 int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test) {
@@ -83,13 +95,18 @@ int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test)
     // against the last call's salt, and gaps) is verified.
     if (opts.check) prepare(ctx, opts, l, b);
     int calls = 0;
-    double us = timeCalls(ctx, opts.warmup, opts.iters,
-                          [&] { test.launch(b.send[calls++ % b.nSend].ptr, b.recv.ptr, l); });
+    ThreadCpuMeter proxy("rmacc-proxy");
+    double us = timeCalls(
+        ctx, opts.warmup, opts.iters, [&] { test.launch(b.send[calls++ % b.nSend].ptr, b.recv.ptr, l); },
+        opts.proxyCpu ? &proxy : nullptr);
+    double proxyCores = opts.proxyCpu ? maxOverRanks(ctx, proxy.cores()) : 0;
     uint64_t lastSalt = (calls - 1) % b.nSend;
     int64_t wrong = opts.check ? static_cast<int64_t>(sumOverRanks(ctx, verify(ctx, opts, l, b, lastSalt))) : -1;
     size_t count = std::accumulate(l.sendCounts.begin(), l.sendCounts.end(), size_t{0});
     if (ctx.rank == 0) table.row(makeRow(count * dataTypeSize(opts.dtype), count, us, busFactor, wrong), opts.dtype);
+    if (opts.proxyCpu && ctx.rank == 0) printf("#   rmacc-proxy: %.3f cores during the calls (max over ranks)\n", proxyCores);
   }
+  if (opts.proxyCpu) reportIdleProxy(ctx);
   int64_t wrong = ctx.rank == 0 ? table.footer() : 0;
   freeBuffer(ctx, &b.recv);
   for (int i = b.nSend - 1; i >= 0; --i) freeBuffer(ctx, &b.send[i]);

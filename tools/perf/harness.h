@@ -13,6 +13,7 @@
 #include "launch.h"
 #include "options.h"
 #include "rmacc.h"
+#include "thread_cpu.h"
 
 namespace rmacc::perf {
 
@@ -67,6 +68,8 @@ void freeBuffer(Context& ctx, Buffer* buf);
 
 // Runs `launch` warmup times, aligns the ranks with a barrier, then runs it `iters` times on the
 // stream and synchronises. Returns the mean microseconds per call, the max over ranks.
-double timeCalls(Context& ctx, int warmup, int iters, const std::function<void()>& launch);
+// `meter`, when given, is started when the timed calls start (after the barrier).
+double timeCalls(Context& ctx, int warmup, int iters, const std::function<void()>& launch,
+                 ThreadCpuMeter* meter = nullptr);
 
 }  // namespace rmacc::perf

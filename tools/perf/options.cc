@@ -60,7 +60,7 @@ Pattern patternArg(const char* prog, const char* text) {
   fail(prog, std::string("unknown pattern: ") + text);
 }
 
-enum LongOnly { kPattern = 1000, kSeed, kZipfS, kExperts, kPeer, kPrintCounts, kNranks };
+enum LongOnly { kPattern = 1000, kSeed, kZipfS, kExperts, kPeer, kPrintCounts, kNranks, kProxyCpu };
 
 const option kLongOptions[] = {
     {"minbytes", required_argument, nullptr, 'b'},   {"maxbytes", required_argument, nullptr, 'e'},
@@ -72,7 +72,8 @@ const option kLongOptions[] = {
     {"pattern", required_argument, nullptr, kPattern}, {"seed", required_argument, nullptr, kSeed},
     {"zipf-s", required_argument, nullptr, kZipfS},  {"experts", required_argument, nullptr, kExperts},
     {"peer", required_argument, nullptr, kPeer},     {"print-counts", no_argument, nullptr, kPrintCounts},
-    {"nranks", required_argument, nullptr, kNranks}, {"help", no_argument, nullptr, 'h'},
+    {"nranks", required_argument, nullptr, kNranks}, {"proxy-cpu", no_argument, nullptr, kProxyCpu},
+    {"help", no_argument, nullptr, 'h'},
     {nullptr, 0, nullptr, 0}};
 
 void applyOption(const char* prog, int c, const char* arg, Options* o) {
@@ -103,6 +104,7 @@ void applyOption(const char* prog, int c, const char* arg, Options* o) {
       o->peerMode = arg;
       break;
     case kPrintCounts: o->printCounts = true; break;
+    case kProxyCpu: o->proxyCpu = true; break;
     case kNranks: o->nranksOverride = intArg(prog, "--nranks", arg, 1, 1 << 20); break;
     case 'h': printUsage(prog); exit(0);
     default: fail(prog, "unknown option");
@@ -133,6 +135,8 @@ void printUsage(const char* prog) {
           "  --peer half|xor      putsignal partner: (r + n/2) %% n or r ^ 1 (half)\n"
           "  --print-counts       print the alltoallv count matrices and exit\n"
           "  --nranks N           rank count for --print-counts outside a launcher\n"
+          "  --proxy-cpu          after each size, the rmacc-proxy thread's CPU share during the\n"
+          "                       timed calls (cores, max over ranks); after the sweep, idle\n"
           "Sizes are per-rank totals: the bytes one rank sends in one call.\n",
           prog);
 }

@@ -35,6 +35,7 @@ struct Options {
   std::string peerMode = "half";   // putsignal: half (r + n/2) or xor (r ^ 1)
   bool printCounts = false;        // print the count matrices and exit (no communicator)
   int nranksOverride = 0;          // --nranks, for --print-counts without a launcher
+  bool proxyCpu = false;           // --proxy-cpu: report the proxy thread's CPU share (issue 15)
 };
 
 // Parses argv; on a bad flag prints the reason and the usage to stderr and exits 2.
