@@ -12,7 +12,11 @@
 #   overlap    rmacc-overlap: all-to-alls beside a cuBLAS GEMM loop, rmacc and NCCL
 #   zipf       AlltoAllV zipf and uniform at equal bytes per rank
 #   cost       host cost per call on one node (bench/call_cost.py)
-# and, only when named: sanitizer serial random trace relay proxy gdr cost2 ("all": everything).
+#   dyncounts  AlltoAllV with device counts: rmaccAlltoAllvDynamic against the host-count call,
+#              alone and behind the stream sync + D2H copy frameworks do (issue 13)
+#   proxycpu   2 x 1 AlltoAllV at 1 KiB and 64 MiB: the rmacc-proxy thread's CPU share (issue 15)
+# and, only when named: sanitizer serial random trace relay proxy gdr cost2 dyncounts proxycpu
+# ("all": everything).
 # MAXSIZE caps the alltoall sweeps (default 4G). BUDGET_S (default 540): steps not yet started
 # when the script has run that long are skipped, so the logs and the summary still come back
 # inside the device tool's 10 minutes.
@@ -21,7 +25,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
 DEFAULT_STEPS="tests perf ncclapi peer overlap zipf cost"
 STEPS=${STEPS:-$DEFAULT_STEPS}
-[[ $STEPS == all ]] && STEPS="sanitizer $DEFAULT_STEPS serial random trace relay proxy gdr cost2"
+[[ $STEPS == all ]] && STEPS="sanitizer $DEFAULT_STEPS serial random trace relay proxy gdr cost2 dyncounts proxycpu"
 MAXSIZE=${MAXSIZE:-4G}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -211,6 +215,17 @@ if has proxy; then  # 2 emulated nodes x 1 (proxy path only)
   perf putsignal-2x1 2 2 putsignal -b 8 -e 256M -f 8 -n 20 -w 3
   # The same into pinned host windows: the network writes them directly (no landing).
   perf putsignal-2x1-hostwindow 2 2 putsignal --window host -b 8 -e 256M -f 8 -n 20 -w 3
+fi
+if has dyncounts; then  # same sizes, same zipf matrix: the three places counts can come from
+  mps_for "$local_ranks"
+  for src in host sync device; do
+    perf counts-$src "$local_ranks" 1 alltoallv --pattern zipf --counts $src -b 1K -e 1G -f 8 -n 20 -w 5
+  done
+fi
+if has proxycpu; then  # one GPU per rank: the production setting
+  mps_for 2
+  perf proxycpu-1K 2 2 alltoallv --proxy-cpu -b 1K -e 1K -n 5000 -w 50
+  perf proxycpu-64M 2 2 alltoallv --proxy-cpu -b 64M -e 64M -n 20 -w 3
 fi
 if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
   mps_for 2

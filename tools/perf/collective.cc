@@ -17,7 +17,8 @@ std::string jsonTags(const Context& ctx, const Options& opts) {
                      ",\"nodes\":" + std::to_string(ctx.nNodes) + ",\"backend\":" + jsonString(ctx.device->kind()) +
                      ",\"registered\":" + std::to_string(opts.registered);
   if (opts.test == "alltoallv")
-    tags += ",\"pattern\":" + jsonString(patternName(opts.pattern)) + ",\"seed\":" + std::to_string(opts.seed);
+    tags += ",\"pattern\":" + jsonString(patternName(opts.pattern)) + ",\"seed\":" + std::to_string(opts.seed) +
+            ",\"counts\":" + jsonString(countsSourceName(opts.counts));
   return tags;
 }
 
@@ -94,6 +95,7 @@ int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test)
     // warmup and timed calls run (alternating send buffers), then the receive buffer (blocks
     // against the last call's salt, and gaps) is verified.
     if (opts.check) prepare(ctx, opts, l, b);
+    if (test.prepare) test.prepare(l);
     int calls = 0;
     ThreadCpuMeter proxy("rmacc-proxy");
     double us = timeCalls(
@@ -101,7 +103,9 @@ int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test)
         opts.proxyCpu ? &proxy : nullptr);
     double proxyCores = opts.proxyCpu ? maxOverRanks(ctx, proxy.cores()) : 0;
     uint64_t lastSalt = (calls - 1) % b.nSend;
-    int64_t wrong = opts.check ? static_cast<int64_t>(sumOverRanks(ctx, verify(ctx, opts, l, b, lastSalt))) : -1;
+    uint64_t mine = 0;
+    if (opts.check) mine = verify(ctx, opts, l, b, lastSalt) + (test.checkOutputs ? test.checkOutputs(l) : 0);
+    int64_t wrong = opts.check ? static_cast<int64_t>(sumOverRanks(ctx, mine)) : -1;
     size_t count = std::accumulate(l.sendCounts.begin(), l.sendCounts.end(), size_t{0});
     if (ctx.rank == 0) table.row(makeRow(count * dataTypeSize(opts.dtype), count, us, busFactor, wrong), opts.dtype);
     if (opts.proxyCpu && ctx.rank == 0) printf("#   rmacc-proxy: %.3f cores during the calls (max over ranks)\n", proxyCores);

@@ -16,6 +16,11 @@ struct CollectiveTest {
   std::function<Layout(size_t bytes)> layout;
   // Enqueues one call on ctx.stream.
   std::function<void(const void* send, void* recv, const Layout& layout)> launch;
+  // Optional: called once per size before its calls (e.g. to upload device-side counts).
+  std::function<void(const Layout& layout)> prepare;
+  // Optional, with the check on: wrong values outside the receive buffer after the size's
+  // calls (e.g. the counts a dynamic call wrote back).
+  std::function<uint64_t(const Layout& layout)> checkOutputs;
 };
 
 // Runs the sweep and prints the table on rank 0; returns the process exit code (1 when any

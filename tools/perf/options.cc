@@ -60,7 +60,7 @@ Pattern patternArg(const char* prog, const char* text) {
   fail(prog, std::string("unknown pattern: ") + text);
 }
 
-enum LongOnly { kPattern = 1000, kSeed, kZipfS, kExperts, kPeer, kPrintCounts, kNranks, kProxyCpu };
+enum LongOnly { kPattern = 1000, kSeed, kZipfS, kExperts, kPeer, kPrintCounts, kNranks, kProxyCpu, kCounts };
 
 const option kLongOptions[] = {
     {"minbytes", required_argument, nullptr, 'b'},   {"maxbytes", required_argument, nullptr, 'e'},
@@ -73,6 +73,7 @@ const option kLongOptions[] = {
     {"zipf-s", required_argument, nullptr, kZipfS},  {"experts", required_argument, nullptr, kExperts},
     {"peer", required_argument, nullptr, kPeer},     {"print-counts", no_argument, nullptr, kPrintCounts},
     {"nranks", required_argument, nullptr, kNranks}, {"proxy-cpu", no_argument, nullptr, kProxyCpu},
+    {"counts", required_argument, nullptr, kCounts},
     {"help", no_argument, nullptr, 'h'},
     {nullptr, 0, nullptr, 0}};
 
@@ -105,6 +106,12 @@ void applyOption(const char* prog, int c, const char* arg, Options* o) {
       break;
     case kPrintCounts: o->printCounts = true; break;
     case kProxyCpu: o->proxyCpu = true; break;
+    case kCounts:
+      if (!strcmp(arg, "host")) o->counts = CountsSource::kHost;
+      else if (!strcmp(arg, "sync")) o->counts = CountsSource::kSync;
+      else if (!strcmp(arg, "device")) o->counts = CountsSource::kDevice;
+      else fail(prog, std::string("--counts takes host, sync or device: ") + arg);
+      break;
     case kNranks: o->nranksOverride = intArg(prog, "--nranks", arg, 1, 1 << 20); break;
     case 'h': printUsage(prog); exit(0);
     default: fail(prog, "unknown option");
@@ -135,6 +142,9 @@ void printUsage(const char* prog) {
           "  --peer half|xor      putsignal partner: (r + n/2) %% n or r ^ 1 (half)\n"
           "  --print-counts       print the alltoallv count matrices and exit\n"
           "  --nranks N           rank count for --print-counts outside a launcher\n"
+          "  --counts host|sync|device  alltoallv's counts: host arrays; device arrays copied to\n"
+          "                       the host after a stream sync, then the call (what frameworks\n"
+          "                       do); device arrays read by rmaccAlltoAllvDynamic (host)\n"
           "  --proxy-cpu          after each size, the rmacc-proxy thread's CPU share during the\n"
           "                       timed calls (cores, max over ranks); after the sweep, idle\n"
           "Sizes are per-rank totals: the bytes one rank sends in one call.\n",
@@ -200,6 +210,15 @@ size_t dataTypeSize(rmaccDataType_t type) {
   for (const auto& t : kTypes)
     if (t.type == type) return t.size;
   return 0;
+}
+
+const char* countsSourceName(CountsSource c) {
+  switch (c) {
+    case CountsSource::kHost: return "host";
+    case CountsSource::kSync: return "sync";
+    case CountsSource::kDevice: return "device";
+  }
+  return "?";
 }
 
 const char* patternName(Pattern p) {

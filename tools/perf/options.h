@@ -14,6 +14,10 @@ namespace rmacc::perf {
 
 // How alltoallv splits a rank's total across destinations (counts.h).
 enum class Pattern { kUniform, kRandom, kZipf };
+// Where alltoallv's counts come from (issue 13): host arrays (rmaccAlltoAllv); device arrays
+// that the caller copies to the host after synchronising the stream, as frameworks do today
+// (sync); device arrays the call reads itself (rmaccAlltoAllvDynamic, device).
+enum class CountsSource { kHost, kSync, kDevice };
 
 struct Options {
   std::string test;                // putsignal | alltoall | alltoallv
@@ -35,6 +39,7 @@ struct Options {
   std::string peerMode = "half";   // putsignal: half (r + n/2) or xor (r ^ 1)
   bool printCounts = false;        // print the count matrices and exit (no communicator)
   int nranksOverride = 0;          // --nranks, for --print-counts without a launcher
+  CountsSource counts = CountsSource::kHost;  // --counts
   bool proxyCpu = false;           // --proxy-cpu: report the proxy thread's CPU share (issue 15)
 };
 
@@ -51,6 +56,7 @@ bool parseDataType(const std::string& name, rmaccDataType_t* type);
 const char* dataTypeName(rmaccDataType_t type);
 size_t dataTypeSize(rmaccDataType_t type);
 const char* patternName(Pattern p);
+const char* countsSourceName(CountsSource c);
 
 // The sizes of the sweep: minBytes, then *factor (or +stepBytes) while <= maxBytes.
 std::vector<size_t> sweepSizes(const Options& opts);
