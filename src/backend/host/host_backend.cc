@@ -1,6 +1,6 @@
 #include "backend/host/host_backend.h"
 
-#include "backend/host/host_futex.h"
+#include "os/futex.h"
 #include "backend/host/host_memory.h"
 #include "core/error.h"
 #include "core/log.h"

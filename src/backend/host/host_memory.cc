@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "backend/peer_fd.h"
+#include "os/peer_fd.h"
 #include "core/error.h"
 #include "core/log.h"
 

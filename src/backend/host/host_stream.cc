@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "backend/host/host_futex.h"
+#include "os/futex.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"

@@ -1,12 +1,12 @@
-#include "exec/node_gather.h"
+#include "bootstrap/node_gather.h"
 
 #include <poll.h>
 #include <unistd.h>
 
 #include <cstring>
 
-#include "backend/host/host_futex.h"
-#include "backend/peer_fd.h"
+#include "os/futex.h"
+#include "os/peer_fd.h"
 #include "backend/host/host_memory.h"
 #include "core/clock.h"
 #include "core/error.h"

@@ -1,4 +1,4 @@
-#include "backend/host/host_futex.h"
+#include "os/futex.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
