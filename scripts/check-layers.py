@@ -23,12 +23,6 @@ KNOWN = {
     ("exec/collective.cc", "comm/comm.h"), ("exec/collective.h", "comm/window.h"),
     ("exec/executor.cc", "comm/comm.h"), ("exec/executor.h", "comm/window.h"),
     ("exec/rma.cc", "comm/comm.h"), ("exec/rma.h", "comm/window.h"),
-    # NodeGather sits beside the bootstrap (it is rendezvous) but still maps its segments
-    # through the host backend's memory and exchanges them as the executor's HandleRecord
-    # until that memory moves to os/ (the next commit).
-    ("bootstrap/node_gather.cc", "backend/host/host_memory.h"),
-    ("bootstrap/node_gather.cc", "exec/signal_space.h"),
-    ("bootstrap/node_gather.h", "backend/backend.h"),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

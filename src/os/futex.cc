@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <climits>
 
-namespace rmacc::host {
+namespace rmacc::os {
 
 namespace {
 
@@ -51,4 +51,4 @@ void sleepWhileEqual(const volatile uint64_t* addr, uint64_t observed, double ti
   nanosleep(&ts, nullptr);
 }
 
-}  // namespace rmacc::host
+}  // namespace rmacc::os
