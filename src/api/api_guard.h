@@ -8,7 +8,7 @@
 #include <new>
 #include <string>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "rmacc.h"

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "api/api_guard.h"
-#include "core/window.h"
+#include "comm/window.h"
 #include "exec/collective.h"
 
 using namespace rmacc;

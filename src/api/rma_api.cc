@@ -1,6 +1,6 @@
 // Memory, windows, streams and the one-sided primitives.
 #include "api/api_guard.h"
-#include "core/window.h"
+#include "comm/window.h"
 #include "exec/rma.h"
 #include "exec/collective.h"
 #include "exec/signal_space.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "core/window.h"
+#include "comm/window.h"
 #include "exec/dynamic_counts.h"
 #include "exec/executor.h"
 #include "exec/count_exchange.h"

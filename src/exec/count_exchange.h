@@ -27,7 +27,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/topology.h"
-#include "exec/node_gather.h"
+#include "bootstrap/node_gather.h"
 #include "exec/signal_space.h"
 #include "net/fabric.h"
 #include "plan/rank_planner.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "exec/rma.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "core/window.h"
+#include "comm/window.h"
 #include "exec/local_copy.h"
 #include "exec/trace.h"
 #include "plan/plan.h"

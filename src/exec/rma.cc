@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/error.h"
 #include "exec/signal_space.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "core/window.h"
+#include "comm/window.h"
 #include "exec/bounce.h"
 #include "net/proxy.h"
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "backend/peer_fd.h"
+#include "os/peer_fd.h"
 
 namespace rmacc::cuda {
 

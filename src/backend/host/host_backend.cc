@@ -1,6 +1,6 @@
 #include "backend/host/host_backend.h"
 
-#include "backend/host/host_futex.h"
+#include "os/futex.h"
 #include "backend/host/host_memory.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -49,7 +49,7 @@ Stream* HostBackend::userStream(rmaccStream_t stream) {
 
 std::unique_ptr<Event> HostBackend::createEvent() { return std::make_unique<HostEvent>(); }
 
-void HostBackend::hostWrite(volatile uint64_t* addr, uint64_t value) { storeAndWake(addr, value); }
+void HostBackend::hostWrite(volatile uint64_t* addr, uint64_t value) { os::storeAndWake(addr, value); }
 
 void HostBackend::abort() {
   WARN("host backend: abort, every stream wait now fails");

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "backend/host/host_futex.h"
+#include "os/futex.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -138,7 +138,7 @@ bool HostStream::query() {
 }
 
 void HostStream::wakeForAbort() {
-  if (const volatile uint64_t* addr = waitingOn_.load()) wakeAll(addr);
+  if (const volatile uint64_t* addr = waitingOn_.load()) os::wakeAll(addr);
   { std::lock_guard<std::mutex> lk(core_->mutex); }  // a waiter between check and wait sees it
   core_->changed.notify_all();
 }
@@ -183,7 +183,7 @@ void HostStream::workerLoop() {
 
 void HostStream::execute(Op& op) {
   if (auto* c = std::get_if<CopyOp>(&op)) return runCopies(*c);
-  if (auto* w = std::get_if<WriteOp>(&op)) return storeAndWake(w->addr, w->value);
+  if (auto* w = std::get_if<WriteOp>(&op)) return os::storeAndWake(w->addr, w->value);
   if (auto* w = std::get_if<WaitOp>(&op)) return runWaits(*w);
   if (auto* c = std::get_if<CallbackOp>(&op)) return c->fn();
   runEventWait(std::get<EventWaitOp>(op));
@@ -202,7 +202,7 @@ void HostStream::runWaits(const WaitOp& op) {
     const WaitDesc& w = op.waits[i];
     // Published before the abort check, so abort() either is seen here or wakes our futex.
     waitingOn_.store(w.addr);
-    for (uint64_t v; (v = loadAcquire(w.addr)) < w.value;) {
+    for (uint64_t v; (v = os::loadAcquire(w.addr)) < w.value;) {
       if (backend_->aborted.load()) {
         waitingOn_.store(nullptr);
         throwAborted("waiting for a signal");
@@ -216,7 +216,7 @@ void HostStream::runWaits(const WaitOp& op) {
                     backend_->timeoutS, (const void*)w.addr, (unsigned long long)v,
                     (unsigned long long)w.value, i + 1, op.waits.size());
       }
-      sleepWhileEqual(w.addr, v, std::min(left, kWaitSliceS));
+      os::sleepWhileEqual(w.addr, v, std::min(left, os::kWaitSliceS));
     }
   }
   waitingOn_.store(nullptr);
@@ -228,7 +228,7 @@ void HostStream::runEventWait(const EventWaitOp& op) {
   while (other.done < op.seq) {
     if (backend_->aborted.load()) throwAborted("waiting for an event");
     // Sliced so that an abort of this backend is seen even when `other` belongs to another.
-    other.changed.wait_for(lk, std::chrono::duration<double>(kWaitSliceS));
+    other.changed.wait_for(lk, std::chrono::duration<double>(os::kWaitSliceS));
   }
   // The recorded work includes a failed op: this stream fails with the same code rather than
   // running on data that was never produced.

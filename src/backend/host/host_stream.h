@@ -1,5 +1,5 @@
 // Host-backend streams: CUDA stream semantics on a worker thread. Every call enqueues an op
-// and returns; the worker runs the ops in order. Waits sleep on a futex (host_futex.h) in
+// and returns; the worker runs the ops in order. Waits sleep on a futex (os/futex.h) in
 // slices, so timeouts and abort are noticed; a failed op puts the stream in a sticky error
 // state in which every later op is skipped, as a CUDA stream's sticky error does.
 #pragma once

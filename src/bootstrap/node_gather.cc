@@ -1,17 +1,15 @@
-#include "exec/node_gather.h"
+#include "bootstrap/node_gather.h"
 
 #include <poll.h>
 #include <unistd.h>
 
 #include <cstring>
 
-#include "backend/host/host_futex.h"
-#include "backend/peer_fd.h"
-#include "backend/host/host_memory.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "exec/signal_space.h"
+#include "os/futex.h"
+#include "os/peer_fd.h"
 
 namespace rmacc {
 namespace {
@@ -23,32 +21,26 @@ constexpr int kSpinLoads = 4000;
 // How often a sleeping exchange looks at abort, the peer's liveness and the deadline.
 constexpr double kSliceS = 0.01;
 
-struct SegmentRecord {
-  int64_t pid;
-  HandleRecord handle;
-};
-
 }  // namespace
 
 NodeGather::NodeGather(Bootstrap& bootstrap, const Topology& topo, int rank, size_t recordBytes,
                        double timeoutS)
     : topo_(topo), rank_(rank), recordBytes_(recordBytes),
       slotBytes_((kLine + recordBytes + kLine - 1) / kLine * kLine), timeoutS_(timeoutS) {
-  mine_ = std::make_unique<host::HostAllocation>(2 * slotBytes_);
+  mine_ = std::make_unique<os::ShmSegment>(2 * slotBytes_);
   memset(mine_->ptr(), 0, mine_->size());
-  std::vector<SegmentRecord> records(topo.nRanks());
-  records[rank].pid = getpid();
-  records[rank].handle = HandleRecord::from(mine_->exportHandle());
-  bootstrap.allGather(records.data(), sizeof(SegmentRecord));
+  std::vector<os::ShmHandle> records(topo.nRanks());  // each names its owner's pid too
+  records[rank] = mine_->handle();
+  bootstrap.allGather(records.data(), sizeof(os::ShmHandle));
   const int node = topo.nodeOf(rank);
   for (int l = 0; l < topo.localSize(); ++l) {
     Peer p{topo.rankAt(node, l), -1, nullptr, nullptr};
     if (p.rank == rank) {
       p.base = static_cast<char*>(mine_->ptr());
     } else {
-      p.map = host::importAllocation(records[p.rank].handle.handle());
+      p.map = std::make_unique<os::ShmMapping>(records[p.rank]);
       p.base = static_cast<char*>(p.map->ptr());
-      p.pidfd = openPidfd((int)records[p.rank].pid);
+      p.pidfd = openPidfd(records[p.rank].pid);
     }
     peers_.push_back(std::move(p));
   }
@@ -66,16 +58,16 @@ char* NodeGather::slot(char* base, uint64_t seq) const { return base + (seq & 1)
 void NodeGather::waitFor(const Peer& p, uint64_t seq) {
   auto* word = reinterpret_cast<volatile uint64_t*>(slot(p.base, seq));
   for (int i = 0; i < kSpinLoads; ++i)
-    if (host::loadAcquire(word) >= seq) return;
+    if (os::loadAcquire(word) >= seq) return;
   const double deadline = monotonicSeconds() + timeoutS_;
   for (;;) {
-    uint64_t v = host::loadAcquire(word);
+    uint64_t v = os::loadAcquire(word);
     if (v >= seq) return;
     if (aborted_.load(std::memory_order_acquire))
       RMACC_THROW(rmaccRemoteError, "count exchange of call %llu: aborted",
                   (unsigned long long)seq);
     pollfd pfd{p.pidfd, POLLIN, 0};
-    if (p.pidfd >= 0 && poll(&pfd, 1, 0) > 0 && host::loadAcquire(word) < seq)
+    if (p.pidfd >= 0 && poll(&pfd, 1, 0) > 0 && os::loadAcquire(word) < seq)
       RMACC_THROW(rmaccRemoteError,
                   "count exchange of call %llu: rank %d (same node) exited before it arrived",
                   (unsigned long long)seq, p.rank);
@@ -83,7 +75,7 @@ void NodeGather::waitFor(const Peer& p, uint64_t seq) {
       RMACC_THROW(rmaccTimeout,
                   "count exchange of call %llu: rank %d (same node) did not arrive within %.1f s",
                   (unsigned long long)seq, p.rank, timeoutS_);
-    host::sleepWhileEqual(word, v, kSliceS);
+    os::sleepWhileEqual(word, v, kSliceS);
   }
 }
 
@@ -92,7 +84,7 @@ void NodeGather::publish(uint64_t seq, const void* mine, size_t bytes) {
                 recordBytes_);
   char* own = slot(static_cast<char*>(mine_->ptr()), seq);
   memcpy(own + kLine, mine, bytes);
-  host::storeAndWake(reinterpret_cast<volatile uint64_t*>(own), seq);
+  os::storeAndWake(reinterpret_cast<volatile uint64_t*>(own), seq);
 }
 
 const char* NodeGather::peerRecord(int localRank, uint64_t seq) {
@@ -117,7 +109,7 @@ void NodeGather::abort() {
   aborted_.store(true, std::memory_order_release);
   for (const Peer& p : peers_)
     for (uint64_t k = 0; k < 2; ++k)
-      host::wakeAll(reinterpret_cast<volatile uint64_t*>(slot(p.base, k)));
+      os::wakeAll(reinterpret_cast<volatile uint64_t*>(slot(p.base, k)));
 }
 
 }  // namespace rmacc

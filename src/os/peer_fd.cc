@@ -1,4 +1,4 @@
-#include "backend/peer_fd.h"
+#include "os/peer_fd.h"
 
 #include <fcntl.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-#include "backend/host/host_futex.h"
+#include "os/futex.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <climits>
 
-namespace rmacc::host {
+namespace rmacc::os {
 
 namespace {
 
@@ -51,4 +51,4 @@ void sleepWhileEqual(const volatile uint64_t* addr, uint64_t observed, double ti
   nanosleep(&ts, nullptr);
 }
 
-}  // namespace rmacc::host
+}  // namespace rmacc::os

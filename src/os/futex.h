@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-namespace rmacc::host {
+namespace rmacc::os {
 
 // How long one futex sleep lasts at most: bounds how late a timeout, an abort or a store that
 // did not go through storeAndWake (a plain memcpy into a signal) is noticed.
@@ -34,4 +34,4 @@ void wakeAll(const volatile uint64_t* addr);
 // falls back to a plain sleep of `timeoutS`.
 void sleepWhileEqual(const volatile uint64_t* addr, uint64_t observed, double timeoutS);
 
-}  // namespace rmacc::host
+}  // namespace rmacc::os

@@ -1,8 +1,8 @@
-#include "core/window.h"
+#include "comm/window.h"
 
 #include <cstring>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "exec/signal_space.h"

@@ -16,9 +16,9 @@
 #include <memory>
 #include <vector>
 
-#include "backend/backend.h"
 #include "bootstrap/bootstrap.h"
 #include "core/topology.h"
+#include "os/shm.h"
 
 namespace rmacc {
 
@@ -47,7 +47,7 @@ class NodeGather {
   struct Peer {
     int rank;
     int pidfd;                    // to tell a dead peer from a slow one
-    std::unique_ptr<Mapping> map;
+    std::unique_ptr<os::ShmMapping> map;
     char* base;
   };
   char* slot(char* base, uint64_t seq) const;
@@ -58,7 +58,7 @@ class NodeGather {
   const size_t recordBytes_;
   const size_t slotBytes_;
   const double timeoutS_;
-  std::unique_ptr<Allocation> mine_;
+  std::unique_ptr<os::ShmSegment> mine_;
   std::vector<Peer> peers_;  // by local rank; this rank's entry maps nothing
   std::atomic<bool> aborted_{false};
 };

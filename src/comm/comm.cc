@@ -1,4 +1,4 @@
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #include <sched.h>
 #include <sys/stat.h>
@@ -8,11 +8,11 @@
 #include <fstream>
 #include <functional>
 
-#include "backend/peer_fd.h"
+#include "os/peer_fd.h"
 
 #include "core/error.h"
 #include "core/log.h"
-#include "core/window.h"
+#include "comm/window.h"
 #include "exec/collective.h"
 #include "exec/rma.h"
 #include "exec/signal_space.h"
