@@ -57,7 +57,7 @@ class TcpBootstrap final : public Bootstrap {
  private:
   struct Peer {
     Socket sock;        // invalid for this rank itself (its messages go straight to a queue)
-    std::mutex sendMu;  // one writer at a time keeps frames whole
+    std::timed_mutex sendMu;  // one writer at a time keeps frames whole
     std::atomic<bool> closed{false};
     // Reader-thread state: the frame being reassembled.
     FrameHeader header{};

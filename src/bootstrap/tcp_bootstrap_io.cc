@@ -272,7 +272,7 @@ void TcpBootstrap::sendTagged(int peer, uint32_t tag, const void* data, size_t b
   FrameHeader h{tag, 0, bytes};
   IoStatus st;
   {
-    std::lock_guard<std::mutex> lock(p.sendMu);
+    std::lock_guard<std::timed_mutex> lock(p.sendMu);
     st = p.sock.sendAll2(&h, sizeof(h), data, bytes, deadlineAfter(timeoutS_));
   }
   if (st == IoStatus::kOk) return;
@@ -340,14 +340,19 @@ void TcpBootstrap::abort(const std::string& reason) {
 
 void TcpBootstrap::sendToAll(uint32_t tag, const std::string& text, double waitS) {
   FrameHeader h{tag, 0, text.size()};
+  // One deadline for all peers, so that n peers cost at most waitS in all.
+  Deadline deadline = deadlineAfter(waitS);
   for (int peer : others_) {
     Peer& p = *peers_[peer];
     if (p.closed.load()) continue;
-    // Best effort: a sender stuck on a full connection keeps its lock; skip that peer (it
-    // learns from the connection closing instead).
-    std::unique_lock<std::mutex> lock(p.sendMu, std::try_to_lock);
-    if (!lock.owns_lock()) continue;
-    (void)p.sock.sendAll2(&h, sizeof(h), text.data(), text.size(), deadlineAfter(waitS));
+    // Best effort: a sender stuck on a full connection keeps its lock; after the deadline,
+    // skip that peer (it learns from the connection closing instead, without the reason). A
+    // sender that merely holds the lock for a moment (the reader answering a status query,
+    // which every rank sends when it times out) must not cost the peer the abort's reason:
+    // skipping at once made survivors report "rank N closed its connection" and pass that on.
+    std::unique_lock<std::timed_mutex> lock(p.sendMu, std::defer_lock);
+    if (!lock.try_lock_until(deadline)) continue;
+    (void)p.sock.sendAll2(&h, sizeof(h), text.data(), text.size(), deadline);
   }
 }
 
