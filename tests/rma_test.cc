@@ -193,6 +193,51 @@ TEST(RmaStreams, DestroyedStreamsGiveTheirQueuesBack) {
   });
 }
 
+// On providers that need write sources registered (FI_MR_LOCAL: verbs, efa; emulated on tcp
+// by RMACC_NET_MR_LOCAL=1), an rmaccMemAlloc source is registered once and its descriptor
+// handed to the proxy with every put, instead of the proxy registering and closing the source
+// on its thread for every put (it did: 20 registrations for 20 puts). A source rmacc does not
+// own still goes through the proxy's registration, once per put.
+TEST(RmaSourceRegistration, MemAllocSourcesAreRegisteredOnce) {
+  RunOptions o = optionsFor(Shape{2, 1, false});
+  o.env.push_back({"RMACC_NET_MR_LOCAL", "1"});
+  runRanks(2, o, [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const size_t kBytes = 64 << 10;
+    const int kRounds = 20;
+    void* win = nullptr;
+    void* src = nullptr;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &win, kBytes));
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &src, kBytes));
+    std::vector<uint8_t> userSrc(kBytes);
+    rmaccWindow_t handle;
+    RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), win, kBytes, &handle));
+    Proxy* proxy = api::commOf(comm.get()).proxy();
+    ASSERT_NE(proxy, nullptr);
+    ASSERT_TRUE(proxy->needsSourceRegistration());
+    for (int round = 0; round < 2 * kRounds; ++round) {
+      // The first kRounds from the rmaccMemAlloc buffer, then from memory rmacc does not own.
+      uint8_t* from = round < kRounds ? static_cast<uint8_t*>(src) : userSrc.data();
+      for (size_t k = 0; k < kBytes; ++k) from[k] = patternByte(ctx.rank, round, k);
+      RMACC_ASSERT_OK(rmaccPutSignal(from, kBytes, rmaccUint8, 1 - ctx.rank, handle, 0, 0, 0, 0,
+                                     comm.get(), nullptr));
+      rmaccWaitSignalDesc_t d{1, 1 - ctx.rank, 0, 0};
+      RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm.get(), nullptr));
+      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), nullptr));
+      const uint8_t* p = static_cast<const uint8_t*>(win);
+      for (size_t k = 0; k < kBytes; ++k)
+        ASSERT_EQ(p[k], patternByte(1 - ctx.rank, round, k)) << "round " << round << " byte " << k;
+      RMACC_ASSERT_OK(rmaccBarrier(comm.get(), nullptr));
+      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), nullptr));
+      if (round == kRounds - 1) EXPECT_EQ(proxy->sourceRegistrations(), 0u);
+    }
+    EXPECT_EQ(proxy->sourceRegistrations(), (uint64_t)kRounds);
+    RMACC_ASSERT_OK(rmaccCommWindowDeregister(comm.get(), handle));
+    RMACC_ASSERT_OK(rmaccMemFree(comm.get(), src));
+    RMACC_ASSERT_OK(rmaccMemFree(comm.get(), win));
+  });
+}
+
 // Windows the network cannot write (device memory without a GPU-direct provider) take puts
 // from other nodes through the target's landing zone; RMACC_NET_LANDING=always sends host
 // windows that way too. A 1 MiB zone makes 64-256 KiB slots, so the 4 MiB puts go through

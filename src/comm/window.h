@@ -55,8 +55,12 @@ class WindowRegistry : public PeerMemory {
 
   std::shared_ptr<Mapping> importPeer(const ExportHandle& handle) override;
   RemoteRegion registerRemote(void* ptr, size_t bytes, uint64_t* offsetOut) override;
+  void* sourceDesc(const void* ptr, size_t bytes) override;
 
  private:
+  // The registration covering [ptr, ptr+bytes) (registerRemote's cache).
+  const MemoryRegion& nicRegion(void* ptr, size_t bytes, uint64_t* offsetOut);
+
   Comm& comm_;
   mutable std::mutex mu_;
   std::map<const char*, std::unique_ptr<Allocation>> allocs_;  // by start address

@@ -33,6 +33,10 @@ class PeerMemory {
   // Registers memory for remote writes (cached by range: the whole allocation when `ptr` lies
   // in one). Requires a multi-node communicator.
   virtual RemoteRegion registerRemote(void* ptr, size_t bytes, uint64_t* offsetOut) = 0;
+  // The local descriptor of a registration covering [ptr, ptr+bytes), made once per buffer and
+  // cached with it, when that memory is an rmaccMemAlloc buffer; nullptr otherwise. For the
+  // sources of network writes on providers that need them registered (FI_MR_LOCAL).
+  virtual void* sourceDesc(const void* ptr, size_t bytes) = 0;
 
  protected:
   ~PeerMemory() = default;  // not owned through this view

@@ -56,7 +56,12 @@ void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
     stagedPut(stream, q, put);
     return;
   }
-  uint64_t seq = q.post(put);
+  ProxyPut p = put;
+  // Providers that need sources registered: an rmaccMemAlloc source's registration is made
+  // once and cached with the buffer, instead of once per put on the proxy thread.
+  if (!p.srcDesc && p.bytes > 0 && ctx_.proxy->needsSourceRegistration())
+    p.srcDesc = ctx_.memory.sourceDesc(p.src, p.bytes);
+  uint64_t seq = q.post(p);
   // Only a put that reads the caller's memory in place holds the stream (now or at
   // waitProxyDone) until it completed locally: a pure signal reads nothing. Waiting on those
   // anyway made every call end one network completion later (an ack round trip).

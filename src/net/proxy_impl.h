@@ -122,6 +122,10 @@ class ProxyImpl final : public Proxy {
 
   ProxyQueue* createQueue() override;
   size_t maxPieceBytes() const override { return pieceMax_; }
+  bool needsSourceRegistration() const override { return localReg_; }
+  uint64_t sourceRegistrations() const override {
+    return sourceRegistrations_.load(std::memory_order_relaxed);
+  }
   std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) override {
     return fabric_.registerMemory(ptr, bytes, fabric_.hmem() ? backend_.deviceOrdinal(ptr) : -1);
   }
@@ -210,6 +214,7 @@ class ProxyImpl final : public Proxy {
   std::atomic<uint64_t> rounds_{0};
   uint64_t eagains_ = 0;
   uint64_t piecesIssued_ = 0;
+  std::atomic<uint64_t> sourceRegistrations_{0};  // written on the proxy thread, read by anyone
 
   std::thread thread_;  // last: starts after every member above exists
 };

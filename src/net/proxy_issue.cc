@@ -23,6 +23,7 @@ bool ProxyImpl::issue(Queue& q) {
         void* src = const_cast<void*>(f.put.src);
         if (localReg_ || backend_.deviceOrdinal(src) >= 0) {
           f.tempMr = registerMemory(src, f.put.bytes);
+          sourceRegistrations_.fetch_add(1, std::memory_order_relaxed);
           f.desc = f.tempMr->desc();
         }
       }
