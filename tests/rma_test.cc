@@ -155,6 +155,23 @@ TEST(RmaMaxPut, PlannerLimitLeavesUserPutsWhole) {
 // pool: streams created and destroyed one after another reuse one, instead of leaving one
 // each behind (and a new stream at a freed stream's address inheriting its queue). Staged puts
 // (RMACC_NET_BOUNCE=always) make every stream use a ring too; the data is checked each round.
+// One round between two ranks: fill `from` for this round, put it into the peer's window with
+// a signal, wait for the peer's put, check it byte by byte, then a barrier so that nobody
+// overwrites a window before both ranks checked it.
+void exchangeRound(const RankContext& ctx, rmaccComm_t comm, rmaccWindow_t handle, void* win,
+                   uint8_t* from, size_t bytes, int round, rmaccStream_t s) {
+  for (size_t k = 0; k < bytes; ++k) from[k] = patternByte(ctx.rank, round, k);
+  RMACC_ASSERT_OK(rmaccPutSignal(from, bytes, rmaccUint8, 1 - ctx.rank, handle, 0, 0, 0, 0, comm, s));
+  rmaccWaitSignalDesc_t d{1, 1 - ctx.rank, 0, 0};
+  RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm, s));
+  RMACC_ASSERT_OK(rmaccStreamSynchronize(comm, s));
+  const uint8_t* p = static_cast<const uint8_t*>(win);
+  for (size_t k = 0; k < bytes; ++k)
+    ASSERT_EQ(p[k], patternByte(1 - ctx.rank, round, k)) << "round " << round << " byte " << k;
+  RMACC_ASSERT_OK(rmaccBarrier(comm, s));
+  RMACC_ASSERT_OK(rmaccStreamSynchronize(comm, s));
+}
+
 TEST(RmaStreams, DestroyedStreamsGiveTheirQueuesBack) {
   RunOptions o = optionsFor(Shape{2, 1, false});
   o.env.push_back({"RMACC_NET_BOUNCE", "always"});
@@ -169,20 +186,10 @@ TEST(RmaStreams, DestroyedStreamsGiveTheirQueuesBack) {
     RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), win, kBytes, &handle));
     std::vector<uint8_t> src(kBytes);
     for (int round = 0; round < kRounds; ++round) {
-      for (size_t k = 0; k < kBytes; ++k) src[k] = patternByte(ctx.rank, round, k);
       rmaccStream_t s;
       RMACC_ASSERT_OK(rmaccStreamCreate(comm.get(), &s));
-      RMACC_ASSERT_OK(rmaccPutSignal(src.data(), kBytes, rmaccUint8, 1 - ctx.rank, handle, 0, 0, 0,
-                                     0, comm.get(), s));
-      rmaccWaitSignalDesc_t d{1, 1 - ctx.rank, 0, 0};
-      RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm.get(), s));
-      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), s));
-      const uint8_t* p = static_cast<const uint8_t*>(win);
-      for (size_t k = 0; k < kBytes; ++k)
-        ASSERT_EQ(p[k], patternByte(1 - ctx.rank, round, k)) << "round " << round << " byte " << k;
-      // Nobody overwrites the window before both ranks checked it.
-      RMACC_ASSERT_OK(rmaccBarrier(comm.get(), s));
-      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), s));
+      exchangeRound(ctx, comm.get(), handle, win, src.data(), kBytes, round, s);
+      if (::testing::Test::HasFatalFailure()) return;
       RMACC_ASSERT_OK(rmaccStreamDestroy(comm.get(), s));
     }
     // Every user stream is gone (the default stream posted nothing to the proxy).
@@ -218,17 +225,8 @@ TEST(RmaSourceRegistration, MemAllocSourcesAreRegisteredOnce) {
     for (int round = 0; round < 2 * kRounds; ++round) {
       // The first kRounds from the rmaccMemAlloc buffer, then from memory rmacc does not own.
       uint8_t* from = round < kRounds ? static_cast<uint8_t*>(src) : userSrc.data();
-      for (size_t k = 0; k < kBytes; ++k) from[k] = patternByte(ctx.rank, round, k);
-      RMACC_ASSERT_OK(rmaccPutSignal(from, kBytes, rmaccUint8, 1 - ctx.rank, handle, 0, 0, 0, 0,
-                                     comm.get(), nullptr));
-      rmaccWaitSignalDesc_t d{1, 1 - ctx.rank, 0, 0};
-      RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm.get(), nullptr));
-      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), nullptr));
-      const uint8_t* p = static_cast<const uint8_t*>(win);
-      for (size_t k = 0; k < kBytes; ++k)
-        ASSERT_EQ(p[k], patternByte(1 - ctx.rank, round, k)) << "round " << round << " byte " << k;
-      RMACC_ASSERT_OK(rmaccBarrier(comm.get(), nullptr));
-      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), nullptr));
+      exchangeRound(ctx, comm.get(), handle, win, from, kBytes, round, nullptr);
+      if (::testing::Test::HasFatalFailure()) return;
       if (round == kRounds - 1) EXPECT_EQ(proxy->sourceRegistrations(), 0u);
     }
     EXPECT_EQ(proxy->sourceRegistrations(), (uint64_t)kRounds);
