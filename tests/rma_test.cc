@@ -155,6 +155,23 @@ TEST(RmaMaxPut, PlannerLimitLeavesUserPutsWhole) {
 // pool: streams created and destroyed one after another reuse one, instead of leaving one
 // each behind (and a new stream at a freed stream's address inheriting its queue). Staged puts
 // (RMACC_NET_BOUNCE=always) make every stream use a ring too; the data is checked each round.
+// One round between two ranks: fill `from` for this round, put it into the peer's window with
+// a signal, wait for the peer's put, check it byte by byte, then a barrier so that nobody
+// overwrites a window before both ranks checked it.
+void exchangeRound(const RankContext& ctx, rmaccComm_t comm, rmaccWindow_t handle, void* win,
+                   uint8_t* from, size_t bytes, int round, rmaccStream_t s) {
+  for (size_t k = 0; k < bytes; ++k) from[k] = patternByte(ctx.rank, round, k);
+  RMACC_ASSERT_OK(rmaccPutSignal(from, bytes, rmaccUint8, 1 - ctx.rank, handle, 0, 0, 0, 0, comm, s));
+  rmaccWaitSignalDesc_t d{1, 1 - ctx.rank, 0, 0};
+  RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm, s));
+  RMACC_ASSERT_OK(rmaccStreamSynchronize(comm, s));
+  const uint8_t* p = static_cast<const uint8_t*>(win);
+  for (size_t k = 0; k < bytes; ++k)
+    ASSERT_EQ(p[k], patternByte(1 - ctx.rank, round, k)) << "round " << round << " byte " << k;
+  RMACC_ASSERT_OK(rmaccBarrier(comm, s));
+  RMACC_ASSERT_OK(rmaccStreamSynchronize(comm, s));
+}
+
 TEST(RmaStreams, DestroyedStreamsGiveTheirQueuesBack) {
   RunOptions o = optionsFor(Shape{2, 1, false});
   o.env.push_back({"RMACC_NET_BOUNCE", "always"});
@@ -169,26 +186,52 @@ TEST(RmaStreams, DestroyedStreamsGiveTheirQueuesBack) {
     RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), win, kBytes, &handle));
     std::vector<uint8_t> src(kBytes);
     for (int round = 0; round < kRounds; ++round) {
-      for (size_t k = 0; k < kBytes; ++k) src[k] = patternByte(ctx.rank, round, k);
       rmaccStream_t s;
       RMACC_ASSERT_OK(rmaccStreamCreate(comm.get(), &s));
-      RMACC_ASSERT_OK(rmaccPutSignal(src.data(), kBytes, rmaccUint8, 1 - ctx.rank, handle, 0, 0, 0,
-                                     0, comm.get(), s));
-      rmaccWaitSignalDesc_t d{1, 1 - ctx.rank, 0, 0};
-      RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm.get(), s));
-      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), s));
-      const uint8_t* p = static_cast<const uint8_t*>(win);
-      for (size_t k = 0; k < kBytes; ++k)
-        ASSERT_EQ(p[k], patternByte(1 - ctx.rank, round, k)) << "round " << round << " byte " << k;
-      // Nobody overwrites the window before both ranks checked it.
-      RMACC_ASSERT_OK(rmaccBarrier(comm.get(), s));
-      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), s));
+      exchangeRound(ctx, comm.get(), handle, win, src.data(), kBytes, round, s);
+      if (::testing::Test::HasFatalFailure()) return;
       RMACC_ASSERT_OK(rmaccStreamDestroy(comm.get(), s));
     }
     // Every user stream is gone (the default stream posted nothing to the proxy).
     EXPECT_EQ(api::commOf(comm.get()).rma().streamsHeld(), 0u);
     EXPECT_LE(api::commOf(comm.get()).rma().queuesCreated(), 1u);
     RMACC_ASSERT_OK(rmaccCommWindowDeregister(comm.get(), handle));
+    RMACC_ASSERT_OK(rmaccMemFree(comm.get(), win));
+  });
+}
+
+// On providers that need write sources registered (FI_MR_LOCAL: verbs, efa; emulated on tcp
+// by RMACC_NET_MR_LOCAL=1), an rmaccMemAlloc source is registered once and its descriptor
+// handed to the proxy with every put, instead of the proxy registering and closing the source
+// on its thread for every put (it did: 20 registrations for 20 puts). A source rmacc does not
+// own still goes through the proxy's registration, once per put.
+TEST(RmaSourceRegistration, MemAllocSourcesAreRegisteredOnce) {
+  RunOptions o = optionsFor(Shape{2, 1, false});
+  o.env.push_back({"RMACC_NET_MR_LOCAL", "1"});
+  runRanks(2, o, [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const size_t kBytes = 64 << 10;
+    const int kRounds = 20;
+    void* win = nullptr;
+    void* src = nullptr;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &win, kBytes));
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &src, kBytes));
+    std::vector<uint8_t> userSrc(kBytes);
+    rmaccWindow_t handle;
+    RMACC_ASSERT_OK(rmaccCommWindowRegister(comm.get(), win, kBytes, &handle));
+    Proxy* proxy = api::commOf(comm.get()).proxy();
+    ASSERT_NE(proxy, nullptr);
+    ASSERT_TRUE(proxy->needsSourceRegistration());
+    for (int round = 0; round < 2 * kRounds; ++round) {
+      // The first kRounds from the rmaccMemAlloc buffer, then from memory rmacc does not own.
+      uint8_t* from = round < kRounds ? static_cast<uint8_t*>(src) : userSrc.data();
+      exchangeRound(ctx, comm.get(), handle, win, from, kBytes, round, nullptr);
+      if (::testing::Test::HasFatalFailure()) return;
+      if (round == kRounds - 1) EXPECT_EQ(proxy->sourceRegistrations(), 0u);
+    }
+    EXPECT_EQ(proxy->sourceRegistrations(), (uint64_t)kRounds);
+    RMACC_ASSERT_OK(rmaccCommWindowDeregister(comm.get(), handle));
+    RMACC_ASSERT_OK(rmaccMemFree(comm.get(), src));
     RMACC_ASSERT_OK(rmaccMemFree(comm.get(), win));
   });
 }

@@ -96,6 +96,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   if (multiNode()) {
     FabricOptions fo;
     fo.wantHmem = cfg_.netGdr && backend_->caps().networkMayTouchDeviceMemory;
+    fo.forceLocalRegistration = cfg_.netMrLocal;
     fabric_ = std::make_unique<Fabric>(cfg_.netProvider, fo);
     std::vector<NameRecord> addrs(nRanks);
     addrs[rank] = toRecord(fabric_->address());
@@ -129,8 +130,11 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     if (fabric_->hmem()) probeGpuDirect();
   }
   windows_ = std::make_unique<WindowRegistry>(*this);
-  rma_ = std::make_unique<RmaEngine>(*this);
-  coll_ = std::make_unique<CollectiveEngine>(*this);
+  const EngineContext ctx{rank,      nRanks,       cfg_,         topo_,          *backend_,
+                          *bootstrap_, proxy_.get(), *signals_, trace_.get(), signalTargets_,
+                          *windows_,   *this};
+  rma_ = std::make_unique<RmaEngine>(ctx);
+  coll_ = std::make_unique<CollectiveEngine>(ctx, *rma_);
   bootstrap_->barrier();
   // From here on a lost peer fails this communicator at once (DESIGN.md §4).
   bootstrap_->setStatusProvider([this] { return callStatus(); });

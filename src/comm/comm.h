@@ -13,6 +13,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
 #include "core/topology.h"
+#include "exec/engine_context.h"
 #include "net/fabric.h"
 #include "net/proxy.h"
 
@@ -25,7 +26,7 @@ class CollectiveEngine;
 class TraceWriter;
 struct ProcessRecord;  // who a rank's process is (comm.cc)
 
-class Comm {
+class Comm : public FailureSink {
  public:
   // Collective: every rank of the communicator calls it with the same id and nRanks.
   static std::unique_ptr<Comm> create(int nRanks, const rmaccUniqueId& id, int rank);
@@ -69,14 +70,14 @@ class Comm {
   // fails with it (rmaccCommGetAsyncError reports it).
   void setAsyncError(rmaccResult_t code, const std::string& text);
   // The first fatal error (and its text, when `text` is given); rmaccSuccess while healthy.
-  rmaccResult_t asyncError(std::string* text = nullptr) const;
+  rmaccResult_t asyncError(std::string* text = nullptr) const override;
   // Throws the async error, if any, so that calls on a broken communicator fail fast.
   void checkHealthy() const;
   void abort();
   // The communicator cannot go on (a peer died, a collective timed out or ran out of step):
   // records the first cause as the async error, releases every wait, and tells every peer
   // (their bootstraps see this rank abort with `text`), so each fails within a second.
-  void poison(rmaccResult_t code, const std::string& text);
+  void poison(rmaccResult_t code, const std::string& text) override;
   // After a fatal error in a call: poisons the communicator (for a timeout, naming where every
   // rank is), then waits until no queued work can still touch the caller's memory. Returns
   // the text the call reports. Only on a user's thread.
@@ -89,7 +90,7 @@ class Comm {
   // "in call #7 (rmaccBarrier)", or "idle after call #7 (rmaccBarrier)".
   std::string callStatus() const;
   // Every rank's callStatus, asked over the control plane (waits at most a second).
-  std::string describeRanks();
+  std::string describeRanks() override;
 
  private:
   bool eagerProxyPoll() const;  // RMACC_PROXY_POLL, `auto` resolved from the cores we may use

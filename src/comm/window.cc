@@ -117,6 +117,18 @@ std::shared_ptr<Mapping> WindowRegistry::importPeer(const ExportHandle& handle) 
 }
 
 RemoteRegion WindowRegistry::registerRemote(void* ptr, size_t bytes, uint64_t* offsetOut) {
+  return nicRegion(ptr, bytes, offsetOut).remote();
+}
+
+void* WindowRegistry::sourceDesc(const void* ptr, size_t bytes) {
+  // Only rmaccMemAlloc buffers: their registration lives exactly as long as they do. Other
+  // memory may be freed and its addresses reused without our knowing (no memory hooks here).
+  if (!find(ptr, bytes, nullptr)) return nullptr;
+  uint64_t offset;
+  return nicRegion(const_cast<void*>(ptr), bytes, &offset).desc();
+}
+
+const MemoryRegion& WindowRegistry::nicRegion(void* ptr, size_t bytes, uint64_t* offsetOut) {
   RMACC_ENFORCE(comm_.proxy() != nullptr, "remote registration on a single-node communicator");
   size_t offset = 0;
   const Allocation* a = find(ptr, bytes, &offset);
@@ -129,7 +141,7 @@ RemoteRegion WindowRegistry::registerRemote(void* ptr, size_t bytes, uint64_t* o
     it = nicRegions_.find(start);
   }
   *offsetOut = a ? offset : 0;
-  return it->second->remote();
+  return *it->second;
 }
 
 Window* WindowRegistry::registerWindow(void* buff, size_t bytes, uint64_t callSeq,

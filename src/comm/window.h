@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "exec/peer_memory.h"
 #include "net/fabric.h"
 #include "net/landing.h"
 
@@ -19,17 +20,6 @@ struct rmaccWindow {};  // the public handle type; Window derives from it
 namespace rmacc {
 
 class Comm;
-
-// Where a peer's bytes can be written: `local` for a rank of this node (mapped pointer),
-// `remote` for a rank of another node (registered region). Offsets are added by the user.
-struct PeerTarget {
-  void* local = nullptr;
-  RemoteRegion remote;
-  size_t size = 0;
-  // Valid when the peer's window is memory the network cannot write (device memory without a
-  // GPU-direct provider, or RMACC_NET_LANDING=always): puts go through its landing zone.
-  LandingTarget landing;
-};
 
 class Window : public rmaccWindow {
  public:
@@ -41,15 +31,14 @@ class Window : public rmaccWindow {
   std::vector<std::shared_ptr<Mapping>> mappings;
 };
 
-class WindowRegistry {
+class WindowRegistry : public PeerMemory {
  public:
   explicit WindowRegistry(Comm& comm);
   ~WindowRegistry();
 
   void* alloc(size_t bytes);
   void free(void* ptr);  // throws rmaccInvalidArgument for a pointer it did not allocate
-  // The allocation holding [ptr, ptr+bytes), and the offset of ptr in it; nullptr if none.
-  const Allocation* find(const void* ptr, size_t bytes, size_t* offset) const;
+  const Allocation* find(const void* ptr, size_t bytes, size_t* offset) const override;
 
   // How many bytes [ptr, ptr+bytes) runs past the end of the rmaccMemAlloc buffer that holds
   // ptr; 0 when it fits or ptr lies in no buffer this registry knows.
@@ -64,13 +53,14 @@ class WindowRegistry {
   // The window behind a public handle; throws rmaccInvalidArgument when it is not live.
   Window& get(rmaccWindow_t win);
 
-  // Maps a peer's allocation (cached by handle: repeated calls return the same mapping).
-  std::shared_ptr<Mapping> importPeer(const ExportHandle& handle);
-  // Registers memory for remote writes (cached by range: the whole allocation when `ptr` lies
-  // in one). Requires a multi-node communicator.
-  RemoteRegion registerRemote(void* ptr, size_t bytes, uint64_t* offsetOut);
+  std::shared_ptr<Mapping> importPeer(const ExportHandle& handle) override;
+  RemoteRegion registerRemote(void* ptr, size_t bytes, uint64_t* offsetOut) override;
+  void* sourceDesc(const void* ptr, size_t bytes) override;
 
  private:
+  // The registration covering [ptr, ptr+bytes) (registerRemote's cache).
+  const MemoryRegion& nicRegion(void* ptr, size_t bytes, uint64_t* offsetOut);
+
   Comm& comm_;
   mutable std::mutex mu_;
   std::map<const char*, std::unique_ptr<Allocation>> allocs_;  // by start address

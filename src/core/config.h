@@ -82,6 +82,9 @@ enum class ParamVisibility { kPublic, kInternal };
   X(bool, landingAlways, false, "RMACC_NET_LANDING", SwitchParam<kAutoAlways>, kInternal,         \
     "`auto`", "`auto`: other nodes' puts land in the target's pinned slots (copied in by its "    \
     "proxy) only for windows the network cannot write; `always`: for every window")               \
+  X(bool, netMrLocal, false, "RMACC_NET_MR_LOCAL", BoolParam, kInternal, "`0`",                  \
+    "`1`: register the sources of network writes as providers with `FI_MR_LOCAL` (verbs, efa) "   \
+    "require, on any provider (exercises that path on tcp)")                                      \
   X(size_t, landingBytes, 64ull << 20, "RMACC_NET_LANDING_BYTES", BytesParam<1>, kInternal,       \
     "`64M`", "pinned landing memory of a rank with such windows, for all its remote sources "     \
     "together (4 slots each, 64 KiB–4 MiB a slot)")                                               \

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/comm.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -29,35 +28,35 @@ constexpr size_t kPeerMapCacheSize = 256;
 
 void setCountRecordHookForTest(CountRecordHook hook) { countRecordHook.store(hook); }
 
-CollectiveEngine::CollectiveEngine(Comm& comm) : comm_(comm) {
-  const Topology& topo = comm.topo();
-  const int n = comm.nRanks();
-  doneAlloc_ = comm.backend().allocateHostVisible(sizeof(uint64_t));
+CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma) : ctx_(ctx) {
+  const Topology& topo = ctx_.topo;
+  const int n = ctx_.nRanks;
+  doneAlloc_ = ctx_.backend.allocateHostVisible(sizeof(uint64_t));
   doneFlag_ = static_cast<volatile uint64_t*>(doneAlloc_->ptr());
   *doneFlag_ = 0;
-  doneDeviceAlloc_ = comm.backend().allocate(sizeof(uint64_t));  // zeroed
+  doneDeviceAlloc_ = ctx_.backend.allocate(sizeof(uint64_t));  // zeroed
   doneDevice_ = static_cast<volatile uint64_t*>(doneDeviceAlloc_->ptr());
   peerRelay_.resize(n);
   // Relays exist only when data crosses nodes on a rail other than its destination's.
   if (topo.nNodes() > 1 && topo.localSize() > 1) {
-    relayAlloc_ = comm.backend().allocateNicVisible(comm.cfg().relayBytes);
-    relayMr_ = comm.proxy()->registerMemory(relayAlloc_->ptr(), relayAlloc_->size());
+    relayAlloc_ = ctx_.backend.allocateNicVisible(ctx_.cfg.relayBytes);
+    relayMr_ = ctx_.proxy->registerMemory(relayAlloc_->ptr(), relayAlloc_->size());
     std::vector<RemoteRegion> regions(n);
-    regions[comm.rank()] = relayMr_->remote();
-    comm.bootstrap().allGather(regions.data(), sizeof(RemoteRegion));
+    regions[ctx_.rank] = relayMr_->remote();
+    ctx_.bootstrap.allGather(regions.data(), sizeof(RemoteRegion));
     for (int r = 0; r < n; ++r) peerRelay_[r].remote = regions[r];
     INFO(kSubsysColl, "relay buffer %zu bytes in %d slots", relayAlloc_->size(),
-         comm.cfg().relaySlots);
+         ctx_.cfg.relaySlots);
   }
-  Backend& be = comm.backend();
+  Backend& be = ctx_.backend;
   localStaging_ = std::make_unique<StagingBuffer>([&be](size_t b) { return be.allocate(b); }, nullptr);
   remoteStaging_ = std::make_unique<StagingBuffer>(
-      [&be](size_t b) { return be.allocateNicVisible(b); }, comm.proxy());
-  executor_ = std::make_unique<Executor>(comm);
-  dynamic_ = std::make_unique<DynamicCounts>(comm.backend(), comm.bootstrap(), comm.rank(),
-                                             comm.nRanks(), comm.cfg().timeoutS);
-  counts_ = std::make_unique<CountExchange>(comm.bootstrap(), topo, comm.rank(), planOptions(),
-                                            comm.cfg().timeoutS);
+      [&be](size_t b) { return be.allocateNicVisible(b); }, ctx_.proxy);
+  executor_ = std::make_unique<Executor>(ctx, rma);
+  dynamic_ = std::make_unique<DynamicCounts>(ctx_.backend, ctx_.bootstrap, ctx_.rank,
+                                             ctx_.nRanks, ctx_.cfg.timeoutS);
+  counts_ = std::make_unique<CountExchange>(ctx_.bootstrap, topo, ctx_.rank, planOptions(),
+                                            ctx_.cfg.timeoutS);
   thread_ = std::thread([this] { progressLoop(); });
 }
 
@@ -78,11 +77,11 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   task.seq = ++nextSeq_;
   task.queuedAt = monotonicSeconds();
   if (task.args.rejected.empty()) {
-    task.start = comm_.backend().createEvent();
+    task.start = ctx_.backend.createEvent();
     // The call on the user's stream: from its start to its completion.
     // The call starts once the previous one is complete (the executor relies on it), and
     // later work on the user's stream waits for this one.
-    TraceWriter::span(comm_.trace(), *user, task.seq, -1, "user", "call", -1, 0, [&] {
+    TraceWriter::span(ctx_.trace, *user, task.seq, -1, "user", "call", -1, 0, [&] {
       if (task.args.dynamic) dynamic_->enqueueRead(*user, task.seq, *task.args.dynamic, doneDevice_);
       WaitDesc previous{doneDevice_, task.seq - 1};
       user->waitValues(&previous, 1);
@@ -140,16 +139,16 @@ void CollectiveEngine::progressLoop() {
     } catch (const Error& e) {
       // The exchange or the setup failed: the communicator cannot go on (a peer is gone or
       // timed out). Release everything waiting on it with the error.
-      std::string text = strprintf("rank %d: AlltoAllv (collective call #%llu): %s", comm_.rank(),
+      std::string text = strprintf("rank %d: AlltoAllv (collective call #%llu): %s", ctx_.rank,
                                    (unsigned long long)task.args.callSeq, e.what());
       // Ranks out of step wait for each other until the timeout: say where each one is.
-      if (e.code() == rmaccTimeout && comm_.asyncError() == rmaccSuccess)
-        text += "; where the ranks are: " + comm_.describeRanks();
+      if (e.code() == rmaccTimeout && ctx_.failures.asyncError() == rmaccSuccess)
+        text += "; where the ranks are: " + ctx_.failures.describeRanks();
       fail(task.seq, e.code(), text);
-      comm_.poison(e.code(), text);
+      ctx_.failures.poison(e.code(), text);
     } catch (const std::exception& e) {
       fail(task.seq, rmaccInternalError, e.what());
-      comm_.poison(rmaccInternalError, e.what());
+      ctx_.failures.poison(rmaccInternalError, e.what());
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -168,7 +167,7 @@ void CollectiveEngine::quiesce() {
 }
 
 plan::Options CollectiveEngine::planOptions() const {
-  const Config& cfg = comm_.cfg();
+  const Config& cfg = ctx_.cfg;
   plan::Options opt;
   opt.slots = cfg.relaySlots;
   opt.slotBytes = cfg.relayBytes / cfg.relaySlots;
@@ -197,10 +196,10 @@ std::shared_ptr<const plan::RankPlan> CollectiveEngine::planFor(const plan::Rank
     planCache_.splice(planCache_.begin(), planCache_, it);
     return it->second;
   }
-  auto p = std::make_shared<const plan::RankPlan>(plan::makeRankPlan(comm_.topo(), opt, in).plan);
-  if (comm_.cfg().dumpPlan) {
+  auto p = std::make_shared<const plan::RankPlan>(plan::makeRankPlan(ctx_.topo, opt, in).plan);
+  if (ctx_.cfg.dumpPlan) {
     std::string text;
-    for (size_t i = 0; i < p->ops.size(); ++i) text += plan::formatOp(p->ops[i], comm_.rank(), (int)i) + "\n";
+    for (size_t i = 0; i < p->ops.size(); ++i) text += plan::formatOp(p->ops[i], ctx_.rank, (int)i) + "\n";
     fprintf(stderr, "%s", text.c_str());
   }
   planCache_.emplace_front(key, p);
@@ -218,8 +217,8 @@ struct CollectiveEngine::Targets {
 };
 
 void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
-  const int n = comm_.nRanks(), me = comm_.rank();
-  const Topology& topo = comm_.topo();
+  const int n = ctx_.nRanks, me = ctx_.rank;
+  const Topology& topo = ctx_.topo;
   const AlltoallvArgs& a = task.args;
   t.offset.assign(n, 0);
   auto remoteWriter = [&](int o) {
@@ -232,13 +231,13 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
     span = std::max(span, a.recvOffset[o] + a.recvBytes[o]);
   }
   size_t allocOffset = 0;
-  const Allocation* alloc = span ? comm_.windows().find(a.recvbuff, span, &allocOffset) : nullptr;
+  const Allocation* alloc = span ? ctx_.memory.find(a.recvbuff, span, &allocOffset) : nullptr;
   // Memory the caller allocated itself (cudaMalloc, PyTorch) that peers can map: their copies
   // land in it directly, as in rmaccMemAlloc memory, instead of in staging.
   std::optional<std::pair<ExportHandle, size_t>> user;
-  if (!alloc && localBytes > 0) user = comm_.backend().exportUserMemory(a.recvbuff, span);
+  if (!alloc && localBytes > 0) user = ctx_.backend.exportUserMemory(a.recvbuff, span);
   bool localDirect = alloc != nullptr || user.has_value();
-  bool remoteDirect = alloc && comm_.backend().nicAccessible(a.recvbuff);
+  bool remoteDirect = alloc && ctx_.backend.nicAccessible(a.recvbuff);
   char* localStage = nullptr;
   char* remoteStage = nullptr;
   if (localBytes > 0) {
@@ -254,7 +253,7 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
   if (remoteBytes > 0) {
     if (remoteDirect) {
       uint64_t regOffset = 0;
-      t.header.remote = comm_.windows().registerRemote(a.recvbuff, span, &regOffset);
+      t.header.remote = ctx_.memory.registerRemote(a.recvbuff, span, &regOffset);
       t.header.remote.base += regOffset;  // offsets below are relative to recvbuff
       t.header.remote.size -= regOffset;
     } else {
@@ -284,8 +283,8 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
 // This rank writes its own block and the blocks it forwards for its rail peers (origin
 // rankAt(node, local) for each node). (Offsets into network targets are checked by the proxy.)
 void CollectiveEngine::checkPeerTarget(int j, const CountExchange::Result& x, size_t mapped) const {
-  const Topology& topo = comm_.topo();
-  const int me = comm_.rank(), node = topo.nodeOf(me), local = topo.localRankOf(me);
+  const Topology& topo = ctx_.topo;
+  const int me = ctx_.rank, node = topo.nodeOf(me), local = topo.localRankOf(me);
   const int r = topo.rankAt(node, j), L = topo.localSize();
   const MetaHeader& h = x.localHeader[j];
   for (int k = 0; k < topo.nNodes(); ++k) {
@@ -304,8 +303,8 @@ void CollectiveEngine::checkPeerTarget(int j, const CountExchange::Result& x, si
 // Where this call's ops read and write: this rank's buffers, its mates' targets (mapped and
 // checked) with the offsets of the blocks this rank writes there, its rail peers' targets.
 void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result& x, CallBuffers& b) {
-  const int n = comm_.nRanks(), me = comm_.rank();
-  const Topology& topo = comm_.topo();
+  const int n = ctx_.nRanks, me = ctx_.rank;
+  const Topology& topo = ctx_.topo;
   const int node = topo.nodeOf(me), local = topo.localRankOf(me);
   const AlltoallvArgs& a = task.args;
   b.send = static_cast<const char*>(a.sendbuff);
@@ -338,7 +337,7 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
 }
 
 void CollectiveEngine::runTask(Task& task) {
-  const int n = comm_.nRanks();
+  const int n = ctx_.nRanks;
   AlltoallvArgs& a = task.args;
   double t0 = monotonicSeconds();
   bool bad = !a.rejected.empty();
@@ -349,7 +348,7 @@ void CollectiveEngine::runTask(Task& task) {
   bool dynamicRejected = false;
   if (!bad && a.dynamic) {
     a.rejected = dynamic_->resolve(task.seq, *a.dynamic, a, writeBack,
-                                   [&] { return comm_.asyncError() != rmaccSuccess; });
+                                   [&] { return ctx_.failures.asyncError() != rmaccSuccess; });
     bad = dynamicRejected = !a.rejected.empty();
   }
   Targets targets;
@@ -392,7 +391,7 @@ void CollectiveEngine::runTask(Task& task) {
   std::shared_ptr<const plan::RankPlan> p = planFor(x.inputs);
   CallBuffers b;
   setBuffers(task, x, b);
-  executor_->run(*p, b, *task.start, comm_.cfg().entrySync == EntrySync::kBarrier, finish,
+  executor_->run(*p, b, *task.start, ctx_.cfg.entrySync == EntrySync::kBarrier, finish,
                  doneFlags(), task.seq, task.seq);
   evictPeerMappings(task.seq);
   // Where a call's host time goes (bench/host.sh and bench/gpu.sh average these).
@@ -410,7 +409,7 @@ std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handl
     it->second.lastUse = seq;
     return it->second.mapping;
   }
-  auto m = comm_.windows().importPeer(handle);
+  auto m = ctx_.memory.importPeer(handle);
   peerMaps_[key] = PeerMap{m, seq};
   return m;
 }
@@ -430,9 +429,9 @@ void CollectiveEngine::evictPeerMappings(uint64_t seq) {
   if (peerMaps_.size() < kPeerMapCacheSize) return;
   std::unique_lock<std::mutex> lock(mu_);
   if (!queue_.empty() || nextSeq_ != seq) return;
-  const double deadline = monotonicSeconds() + comm_.cfg().timeoutS;
+  const double deadline = monotonicSeconds() + ctx_.cfg.timeoutS;
   while (doneSeq() < seq) {
-    if (comm_.asyncError() != rmaccSuccess || monotonicSeconds() > deadline) return;
+    if (ctx_.failures.asyncError() != rmaccSuccess || monotonicSeconds() > deadline) return;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   // The least recently used half goes.

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "comm/window.h"
 #include "exec/dynamic_counts.h"
+#include "exec/engine_context.h"
 #include "exec/executor.h"
 #include "exec/count_exchange.h"
 #include "exec/signal_space.h"
@@ -26,8 +26,6 @@
 #include "plan/plan.h"
 
 namespace rmacc {
-
-class Comm;
 
 struct AlltoallvArgs {
   const void* sendbuff = nullptr;
@@ -50,7 +48,8 @@ void setCountRecordHookForTest(CountRecordHook hook);
 
 class CollectiveEngine {
  public:
-  explicit CollectiveEngine(Comm& comm);  // collective: sets up the relay buffer
+  // Collective: sets up the relay buffer.
+  CollectiveEngine(const EngineContext& ctx, RmaEngine& rma);
   ~CollectiveEngine();
 
   // Enqueues the call on `user` and returns its sequence number. A call whose arguments were
@@ -93,7 +92,7 @@ class CollectiveEngine {
   std::shared_ptr<Mapping> peerMapping(const ExportHandle& handle, uint64_t seq);
   void evictPeerMappings(uint64_t seq);  // after call `seq` was enqueued
 
-  Comm& comm_;
+  const EngineContext ctx_;
   // The last completed call's sequence number, stored by the executor twice: where the CPU
   // reads it (pinned host memory) and where user streams wait on it (device memory: a device
   // polls its own memory faster than host memory across PCIe).

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 
-#include "comm/comm.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "exec/rma.h"
@@ -23,15 +22,15 @@ constexpr uint64_t kOwnStreamAbove = 1 << 20;
 
 }  // namespace
 
-Executor::Executor(Comm& comm) : comm_(comm) {
-  Backend& be = comm.backend();
-  const Config& cfg = comm.cfg();
+Executor::Executor(const EngineContext& ctx, RmaEngine& rma) : ctx_(ctx), rma_(rma) {
+  Backend& be = ctx_.backend;
+  const Config& cfg = ctx_.cfg;
   // Serial lanes use one stream for the plan's ops: every stream a call touches costs event
   // hand-offs (host calls and device latency on every call), and every stream created takes
   // one of the device's hardware queues. Within a node nothing waits on the network, so
   // overlapping lanes buys nothing there.
   serial_ = cfg.lanes == Config::Lanes::kSerial ||
-            (cfg.lanes == Config::Lanes::kAuto && comm.topo().nNodes() == 1);
+            (cfg.lanes == Config::Lanes::kAuto && ctx_.topo.nNodes() == 1);
   for (int i = 0; i < (serial_ ? 1 : cfg.ceStreams); ++i) ceStreams_.push_back(be.createStream());
   if (!serial_) {
     ceWait_ = be.createStream();
@@ -41,13 +40,13 @@ Executor::Executor(Comm& comm) : comm_(comm) {
   local_ = be.createStream();
   join_ = be.createStream();
   joined_ = be.createEvent();
-  trace_ = comm.trace();
+  trace_ = ctx_.trace;
   // `auto` is direct for now: on 2 x H200 the copy-engine loop's pipeline ran far below its link
   // model (1 GiB AlltoAll 46.6 GB/s busbw against 362.6 direct, bench/RESULTS.md §8.5: its
   // batches of copies do not overlap as assumed); `engines` stays for jobs that must leave the
   // SMs alone (beside compute it does not wait for kernels).
   bool engines = cfg.localCopy == Config::LocalCopy::kEngines;
-  copier_ = std::make_unique<LocalCopier>(be, comm.bootstrap(), comm.topo(), comm.rank(),
+  copier_ = std::make_unique<LocalCopier>(be, ctx_.bootstrap, ctx_.topo, ctx_.rank,
                                           engines ? LocalCopyMode::kEngines : LocalCopyMode::kDirect,
                                           cfg.localCopySlotBytes);
   INFO(kSubsysInit, "executor: %s lanes, %zu copy stream(s), local copies %s",
@@ -68,7 +67,7 @@ void Executor::drain() {
 Event& Executor::nextEvent() {
   // Events are recycled every call: a waitEvent captures the event's latest record when it is
   // enqueued (CUDA semantics, mimicked by the host backend), so re-recording later is safe.
-  if (nextEvent_ == events_.size()) events_.push_back(comm_.backend().createEvent());
+  if (nextEvent_ == events_.size()) events_.push_back(ctx_.backend.createEvent());
   return *events_[nextEvent_++];
 }
 
@@ -80,7 +79,7 @@ Stream& Executor::streamFor(const Op& op) {
   switch (op.lane) {
     case Lane::kCePut:
       // All CE ops towards one peer share a stream: its signal writes must stay in order.
-      return *ceStreams_[comm_.topo().localRankOf(op.peer) % ceStreams_.size()];
+      return *ceStreams_[ctx_.topo.localRankOf(op.peer) % ceStreams_.size()];
     case Lane::kCeWait: return *ceWait_;
     case Lane::kProxyPut: return *proxyPut_;
     case Lane::kProxyWait: return *proxyWait_;
@@ -111,7 +110,7 @@ char* Executor::local(const plan::Loc& loc, const CallBuffers& b) const {
 }
 
 void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
-  RmaEngine& rma = comm_.rma();
+  RmaEngine& rma = rma_;
   switch (op.kind) {
     case OpKind::kCopy: {
       CopyDesc c{local(op.dst, b), local(op.src, b), op.bytes};
@@ -149,14 +148,14 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
 // waits become one wait. Anything else (proxy puts, local copies) is enqueued on its own.
 bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
   if (op.kind == OpKind::kCopy) return false;
-  const bool ce = op.kind == OpKind::kPut && comm_.topo().sameNode(op.peer, comm_.rank());
+  const bool ce = op.kind == OpKind::kPut && ctx_.topo.sameNode(op.peer, ctx_.rank);
   if (!ce && op.kind != OpKind::kWait) return false;
   if (!batch.empty() && batch.stream != &s) flush(batch);
   if (ce && !batch.waits.empty()) flush(batch);
   if (op.kind == OpKind::kWait && (!batch.copies.empty() || !batch.signals.empty())) flush(batch);
   batch.stream = &s;
   if (op.kind == OpKind::kWait) {
-    if (op.count) batch.waits.push_back(comm_.signals().consume(op.peer, op.ctx, op.sigIdx, op.count));
+    if (op.count) batch.waits.push_back(ctx_.signals.consume(op.peer, op.ctx, op.sigIdx, op.count));
     return true;
   }
   if (op.bytes) {
@@ -166,7 +165,7 @@ bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers&
                           : b.peerRecvOffset[op.peer][op.dst.block] + op.dst.offset;
     batch.copies.push_back({static_cast<char*>(t.local) + offset, local(op.src, b), op.bytes});
   }
-  batch.signals.push_back(comm_.signals().ceSignal(op.peer, op.ctx, op.sigIdx));
+  batch.signals.push_back(ctx_.signals.ceSignal(op.peer, op.ctx, op.sigIdx));
   return true;
 }
 
@@ -201,7 +200,7 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, Event
   Event* gate = &start;
   if (entryBarrier) {
     join_->waitEvent(start);
-    comm_.rma().barrier(*join_, kCtxEntry);
+    rma_.barrier(*join_, kCtxEntry);
     gate = &nextEvent();
     join_->record(*gate);
   }
@@ -244,7 +243,7 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, Event
   // Join: the sources of proxy puts must be free before the call counts as done.
   Stream& last = *used.back();
   for (Stream* s : used) {
-    comm_.rma().waitProxyDone(*s);
+    rma_.waitProxyDone(*s);
     if (s == &last) continue;
     Event& e = nextEvent();
     s->record(e);

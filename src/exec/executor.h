@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "comm/window.h"
+#include "exec/engine_context.h"
 #include "exec/local_copy.h"
 #include "exec/trace.h"
 #include "plan/plan.h"
 
 namespace rmacc {
 
-class Comm;
+class RmaEngine;
 
 // Where one call's Regions are, for this rank and its peers.
 struct CallBuffers {
@@ -32,7 +32,7 @@ struct CallBuffers {
 
 class Executor {
  public:
-  explicit Executor(Comm& comm);  // collective (the local copier's slots)
+  Executor(const EngineContext& ctx, RmaEngine& rma);  // collective (the local copier's slots)
   ~Executor();
 
   // Enqueues this rank's ops (plan/rank_planner.h). Every stream the call uses first waits for
@@ -77,7 +77,8 @@ class Executor {
   void finishCall(Stream& last, const std::vector<CopyDesc>& finish,
                   const std::vector<volatile uint64_t*>& done, uint64_t doneValue);
 
-  Comm& comm_;
+  const EngineContext ctx_;
+  RmaEngine& rma_;
   bool serial_ = false;  // every op of a call on ceStreams_[0] (RMACC_LANES)
   std::vector<std::unique_ptr<Stream>> ceStreams_;  // CE puts, by destination
   std::unique_ptr<Stream> ceWait_;

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 
-#include "comm/comm.h"
 #include "core/error.h"
 #include "exec/signal_space.h"
 
 namespace rmacc {
 
-RmaEngine::RmaEngine(Comm& comm) : comm_(comm) {}
+RmaEngine::RmaEngine(const EngineContext& ctx) : ctx_(ctx) {}
 
 RmaEngine::Lane& RmaEngine::laneFor(Stream& stream) {
   auto it = lanes_.find(&stream);
@@ -18,7 +17,7 @@ RmaEngine::Lane& RmaEngine::laneFor(Stream& stream) {
     lane = std::move(idle_.back());
     idle_.pop_back();
   } else {
-    lane.queue = comm_.proxy()->createQueue();
+    lane.queue = ctx_.proxy->createQueue();
     ++queuesCreated_;
   }
   return lanes_.emplace(&stream, std::move(lane)).first->second;
@@ -53,11 +52,16 @@ size_t RmaEngine::streamsHeld() const {
 
 void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
   ProxyQueue& q = queueFor(stream);
-  if (put.bytes > 0 && (comm_.cfg().bounceAlways || !comm_.backend().nicAccessible(put.src))) {
+  if (put.bytes > 0 && (ctx_.cfg.bounceAlways || !ctx_.backend.nicAccessible(put.src))) {
     stagedPut(stream, q, put);
     return;
   }
-  uint64_t seq = q.post(put);
+  ProxyPut p = put;
+  // Providers that need sources registered: an rmaccMemAlloc source's registration is made
+  // once and cached with the buffer, instead of once per put on the proxy thread.
+  if (!p.srcDesc && p.bytes > 0 && ctx_.proxy->needsSourceRegistration())
+    p.srcDesc = ctx_.memory.sourceDesc(p.src, p.bytes);
+  uint64_t seq = q.post(p);
   // Only a put that reads the caller's memory in place holds the stream (now or at
   // waitProxyDone) until it completed locally: a pure signal reads nothing. Waiting on those
   // anyway made every call end one network completion later (an ack round trip).
@@ -83,14 +87,14 @@ void RmaEngine::stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& r = laneFor(stream).ring;
-    if (!r) r = std::make_unique<BounceRing>(comm_.backend(), *comm_.proxy(), comm_.cfg().bounceBytes);
+    if (!r) r = std::make_unique<BounceRing>(ctx_.backend, *ctx_.proxy, ctx_.cfg.bounceBytes);
     ring = r.get();
   }
   // One piece per chunk, at most 255 chunks: the completion data counts 255 pieces a put.
   constexpr size_t kMaxChunks = 255;
-  const size_t pieceMax = comm_.proxy()->maxPieceBytes();
+  const size_t pieceMax = ctx_.proxy->maxPieceBytes();
   const size_t chunk = std::min(
-      pieceMax, std::max(comm_.cfg().bounceChunkBytes, (put.bytes + kMaxChunks - 1) / kMaxChunks));
+      pieceMax, std::max(ctx_.cfg.bounceChunkBytes, (put.bytes + kMaxChunks - 1) / kMaxChunks));
   // Refused whole, before any part is posted (a put with no final part would never signal).
   RMACC_ARG_CHECK((put.bytes + chunk - 1) / chunk <= kMaxChunks,
                   "put of %zu bytes needs more than %zu pieces of at most %zu bytes; the completion "
@@ -129,12 +133,12 @@ void RmaEngine::waitProxyDone(Stream& stream) {
 void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,
                     const PeerTarget& target, uint64_t offset, int ctx, int sigIdx,
                     bool waitDone) {
-  if (comm_.topo().sameNode(peer, comm_.rank())) {
+  if (ctx_.topo.sameNode(peer, ctx_.rank)) {
     if (bytes > 0) {
       CopyDesc c{static_cast<char*>(target.local) + offset, src, bytes};
       stream.copy(&c, 1);
     }
-    comm_.signals().enqueueCeSignal(stream, peer, ctx, sigIdx);
+    ctx_.signals.enqueueCeSignal(stream, peer, ctx, sigIdx);
     return;
   }
   ProxyPut p;
@@ -148,7 +152,7 @@ void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,
       p.landing = target.landing;
       p.dst = target.landing.region;
     } else {  // nothing to land: a pure signal
-      p.dst = comm_.signalTarget(peer);
+      p.dst = ctx_.signalTargets[peer];
       p.dstOffset = 0;
     }
   }
@@ -159,7 +163,7 @@ void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,
 
 void RmaEngine::signal(Stream& stream, int peer, int ctx, int sigIdx, bool waitDone) {
   PeerTarget t;
-  if (!comm_.topo().sameNode(peer, comm_.rank())) t.remote = comm_.signalTarget(peer);
+  if (!ctx_.topo.sameNode(peer, ctx_.rank)) t.remote = ctx_.signalTargets[peer];
   put(stream, nullptr, 0, peer, t, 0, ctx, sigIdx, waitDone);
 }
 
@@ -168,15 +172,15 @@ void RmaEngine::wait(Stream& stream, const SignalWait* waits, size_t n) {
   descs.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     if (waits[i].count == 0) continue;
-    descs.push_back(comm_.signals().consume(waits[i].peer, waits[i].ctx, waits[i].sigIdx,
+    descs.push_back(ctx_.signals.consume(waits[i].peer, waits[i].ctx, waits[i].sigIdx,
                                             waits[i].count));
   }
   if (!descs.empty()) stream.waitValues(descs.data(), descs.size());
 }
 
 void RmaEngine::barrier(Stream& stream, int ctx) {
-  const Topology& topo = comm_.topo();
-  const int me = comm_.rank();
+  const Topology& topo = ctx_.topo;
+  const int me = ctx_.rank;
   const int node = topo.nodeOf(me);
   std::vector<SignalWait> waits;
   // Phase 1: the node. Every rank signals every other rank of its node and waits for them.

@@ -11,13 +11,11 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "comm/window.h"
+#include "exec/engine_context.h"
 #include "exec/bounce.h"
 #include "net/proxy.h"
 
 namespace rmacc {
-
-class Comm;
 
 struct SignalWait {
   int peer;
@@ -28,7 +26,7 @@ struct SignalWait {
 
 class RmaEngine {
  public:
-  explicit RmaEngine(Comm& comm);
+  explicit RmaEngine(const EngineContext& ctx);
 
   // Enqueues: copy `bytes` from `src` to `target` + `offset` on `peer`, then signal
   // (ctx, sigIdx) there. With waitDone, later work of `stream` starts only once `src` may be
@@ -65,7 +63,7 @@ class RmaEngine {
   void proxyPut(Stream& stream, const ProxyPut& put, bool waitDone);
   void stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put);
 
-  Comm& comm_;
+  const EngineContext ctx_;
   mutable std::mutex mu_;
   std::map<Stream*, Lane> lanes_;
   std::vector<Lane> idle_;  // lanes of forgotten streams

@@ -71,6 +71,11 @@ class Proxy {
   virtual ProxyQueue* createQueue() = 0;
   // Puts larger than this go out as several pieces (RMACC_MAX_PUT_BYTES, the provider's limit).
   virtual size_t maxPieceBytes() const = 0;
+  // Whether a put's source must be registered (FI_MR_LOCAL: verbs, efa): a put without
+  // ProxyPut::srcDesc then costs a registration and its close on the proxy thread.
+  virtual bool needsSourceRegistration() const = 0;
+  // How many such registrations of put sources the proxy made so far.
+  virtual uint64_t sourceRegistrations() const = 0;
   // Registers memory remote peers may write into (windows, relay, staging).
   virtual std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) = 0;
   // The first error the proxy met (rmaccSuccess while healthy) and its text.

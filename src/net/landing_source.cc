@@ -1,0 +1,71 @@
+// The source side of the landing protocol (net/landing.h), on the proxy thread: a landing put
+// goes chunk by chunk into free slots of the peer's zone, each followed by the header that
+// makes the peer's proxy copy it into place; credits give the slots back.
+#include "net/proxy_impl.h"
+
+#include <algorithm>
+
+namespace rmacc::proxy_internal {
+
+LandingSource& ProxyImpl::landingSource(int peer, uint32_t slots) {
+  LandingSource& s = landingSources_[peer];
+  if (!s.headers) {
+    s.freeSlots = slots == 64 ? ~0ull : (1ull << slots) - 1;
+    s.headers = backend_.allocateNicVisible(kMaxLandingSlots * kLandingHeaderBytes);
+    s.headersMr = fabric_.registerMemory(s.headers->ptr(), s.headers->size());
+  }
+  return s;
+}
+
+// The next write of a landing put: a chunk into a free slot (none free: wait for a credit),
+// or the header that makes the target copy it. On an unordered network the header waits until
+// its chunk has landed, as a split put's signalling piece does.
+bool ProxyImpl::issueLandingWrite(Queue& q, InFlight& f) {
+  const LandingTarget& t = f.put.landing;
+  LandingSource& s = landingSource(f.put.peer, t.slots);
+  const uint32_t w = f.issued, chunk = w / 2;
+  const size_t offset = (size_t)chunk * f.pieceBytes;
+  const size_t len = std::min(f.pieceBytes, f.put.bytes - offset);
+  Piece& piece = f.pieces[w];
+  piece.put = &f;
+  if (w % 2 == 0) {
+    if (!s.freeSlots) return false;
+    int slot = __builtin_ctzll(s.freeSlots);
+    if (!fabric_.write(f.put.peer, (const char*)f.put.src + offset, len, f.desc,
+                       t.region.addrOf(t.chunkOffset(slot)), t.region.key,
+                       ImmData::encodeSlot(rank_, slot, 0, ImmKind::kLanding), &piece)) {
+      ++eagains_;
+      return false;
+    }
+    s.freeSlots &= ~(1ull << slot);
+    f.slotOf[chunk] = (int8_t)slot;
+  } else {
+    if (!ordered_ && f.completed < w) return false;
+    const int slot = f.slotOf[chunk];
+    const bool lastOfPut = w + 1 == f.nPieces && f.put.final;
+    auto& h = static_cast<LandingHeader*>(s.headers->ptr())[slot];
+    h = LandingHeader{};
+    h.dstAddr = t.windowBase + f.put.dstOffset + offset;
+    h.bytes = len;
+    h.putId = q.openPutId_ ? q.openPutId_ : s.nextPutId;
+    h.putChunks = lastOfPut ? q.openPutChunks_ + 1 : 0;
+    h.ctx = f.put.ctx;
+    h.sigIdx = f.put.sigIdx;
+    h.check = h.checksum();
+    if (!fabric_.write(f.put.peer, &h, sizeof(h), s.headersMr->desc(),
+                       t.region.addrOf(t.headerOffset(slot)), t.region.key,
+                       ImmData::encodeSlot(rank_, slot, 2, ImmKind::kLanding), &piece)) {
+      ++eagains_;
+      return false;
+    }
+    if (!q.openPutId_) q.openPutId_ = s.nextPutId++;
+    ++q.openPutChunks_;
+    if (lastOfPut) q.openPutId_ = 0, q.openPutChunks_ = 0;
+  }
+  ++f.issued;
+  ++outstanding_;
+  ++piecesIssued_;
+  return true;
+}
+
+}  // namespace rmacc::proxy_internal

@@ -1,0 +1,222 @@
+// The proxy's parts (internal to net/; NCCL's rma_proxy shape): per queue, puts are posted by
+// the host thread, released by the stream through *ready, issued in order as fi_writedata
+// pieces, and reported through *done in order. Incoming completion data becomes signal
+// increments. One file a job:
+//   proxy.cc           the host-thread side: queues, posting and checking puts, errors, start
+//   proxy_progress.cc  the proxy thread's loop: completions, incoming data, release and retire
+//   proxy_issue.cc     splitting puts into pieces and issuing them
+//   landing_source.cc  a landing put's writes (chunk, then header) into a peer's zone
+//   landing_target.cc  this rank's zone: finished copies become credits and signals
+//   proxy_teardown.cc  flush, drain and stop
+//
+// Thread ownership: Queue::posted_ is shared (its mutex); everything else below the "proxy
+// thread only" lines is touched by the proxy thread alone, except in the destructor after the
+// thread was joined.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "net/proxy.h"
+#include "net/signal_tally.h"
+
+namespace rmacc::proxy_internal {
+
+struct InFlight;
+
+// One write in the provider's hands. The op context comes first: in FI_CONTEXT mode the
+// provider owns those bytes until the completion, and the completion gives us this address.
+// `put` is null for the proxy's own writes (landing credits), which own their Piece.
+struct Piece {
+  alignas(16) char opContext[kOpContextBytes];
+  InFlight* put = nullptr;
+};
+
+// A put the stream released (seq <= *ready), from its first issue to its last completion.
+struct InFlight {
+  uint64_t seq = 0;
+  ProxyPut put;
+  size_t pieceBytes = 0;
+  uint32_t nPieces = 0;
+  uint32_t issued = 0;
+  uint32_t completed = 0;
+  uint32_t errored = 0;  // pieces the provider returned with an error completion
+  double startS = 0;  // when it was released or became the queue's head: the timeout's origin
+  double releasedS = 0;  // when the proxy saw the stream's release (for the trace)
+  void* desc = nullptr;                   // local descriptor of the source
+  std::unique_ptr<MemoryRegion> tempMr;   // the proxy's own registration (FI_MR_LOCAL)
+  std::unique_ptr<Piece[]> pieces;
+  bool predecessorsDone = true;  // see ProxyImpl::issue
+  // A landing put (ProxyPut::landing): each chunk is two writes, the chunk into a free slot of
+  // the peer's zone and then the slot's header; nPieces counts writes, slotOf[c] is chunk c's.
+  std::vector<int8_t> slotOf;
+  bool landing() const { return put.landing.valid(); }
+  bool fullyIssued() const { return issued == nPieces; }
+  bool finished() const { return completed == nPieces; }
+};
+
+// Host-visible words: ready and done of one queue each on their own 64-byte line, since the
+// stream writes one and the proxy the other.
+constexpr size_t kWordStride = 8;
+constexpr size_t kQueuesPerSlab = 32;
+// At most this many pieces in the provider's hands: bounds CQ use and memory.
+constexpr size_t kMaxOutstanding = 1024;
+// The 8-bit piece count of ImmData.
+constexpr size_t kMaxPieces = 255;
+
+class ProxyImpl;
+
+class Queue final : public ProxyQueue {
+ public:
+  Queue(ProxyImpl& proxy, volatile uint64_t* ready, volatile uint64_t* done)
+      : proxy_(proxy), ready_(ready), done_(done) {}
+  volatile uint64_t* ready() override { return ready_; }
+  volatile uint64_t* done() override { return done_; }
+  uint64_t post(const ProxyPut& put) override;
+
+  ProxyImpl& proxy_;
+  volatile uint64_t* const ready_;
+  volatile uint64_t* const done_;
+
+  std::mutex mutex_;  // guards posted_ and lastSeq_ (host thread vs proxy thread)
+  std::deque<std::pair<uint64_t, ProxyPut>> posted_;
+  uint64_t lastSeq_ = 0;
+  std::atomic<uint64_t> lastPosted_{0};  // lastSeq_, readable by the proxy without the mutex
+
+  // Proxy thread only.
+  std::deque<std::unique_ptr<InFlight>> active_;  // released puts in seq order, until done
+  size_t issueCursor_ = 0;                        // first entry of active_ not fully issued
+  uint64_t lastTaken_ = 0;                        // seq of the last put moved to active_
+  uint64_t lastDone_ = 0;
+  // The logical landing put whose parts are being issued (parts of one put are consecutive):
+  // its number at the peer and the chunks issued so far; 0 between puts.
+  uint64_t openPutId_ = 0;
+  uint32_t openPutChunks_ = 0;
+};
+
+// The source side of landing puts to one peer: which of its slots there are free, and the
+// headers (registered here, one per slot, rewritten only once the slot came back).
+struct LandingSource {
+  uint64_t freeSlots = 0;  // bit per slot
+  uint64_t nextPutId = 1;
+  std::unique_ptr<Allocation> headers;
+  std::unique_ptr<MemoryRegion> headersMr;
+};
+
+class ProxyImpl final : public Proxy {
+ public:
+  // Starts the proxy thread (proxy.cc).
+  ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks, volatile uint64_t* signals,
+            const ProxyOptions& options);
+  ~ProxyImpl() override;
+
+  ProxyQueue* createQueue() override;
+  size_t maxPieceBytes() const override { return pieceMax_; }
+  bool needsSourceRegistration() const override { return localReg_; }
+  uint64_t sourceRegistrations() const override {
+    return sourceRegistrations_.load(std::memory_order_relaxed);
+  }
+  std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) override {
+    return fabric_.registerMemory(ptr, bytes, fabric_.hmem() ? backend_.deviceOrdinal(ptr) : -1);
+  }
+  rmaccResult_t error(std::string* text) const override;
+  void abort() override;
+  void flush() override;
+  void setErrorHandler(std::function<void(rmaccResult_t, const std::string&)> fn) override {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    errorHandler_ = std::move(fn);
+  }
+  void attachLanding(LandingZone* zone, std::vector<RemoteRegion> peerSignals) override;
+
+  // Host thread, from Queue::post: throws for a put that can never be carried out.
+  void validate(const ProxyPut& put) const;
+  // A put was posted: its ready store is probably near, so leave any long sleep.
+  void kick();
+
+ private:
+  void run();
+  bool round();
+  bool pollCompletions();
+  void onRemoteData(uint32_t data);
+  void refreshQueues();
+  bool serviceQueue(Queue& q, double now);
+  bool takeReleased(Queue& q, double now);
+  bool issue(Queue& q);
+  bool issuePiece(InFlight& f);
+  bool issueLandingWrite(Queue& q, InFlight& f);
+  LandingSource& landingSource(int peer, uint32_t slots);
+  void raiseSignal(size_t slot, uint32_t fired, int src);
+  bool serviceLanding();
+  bool sendCredits();
+  bool priorPartsDone(const Queue& q, size_t index) const;
+  bool retire(Queue& q, double now);
+  void checkTimeout(const Queue& q, double now);
+  void fail(rmaccResult_t code, const std::string& text);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool sleepFor(double seconds);
+  void drain();
+  size_t piecesOf(size_t bytes) const { return bytes == 0 ? 1 : (bytes - 1) / pieceMax_ + 1; }
+
+  Fabric& fabric_;
+  Backend& backend_;
+  const int rank_;
+  const int nRanks_;
+  volatile uint64_t* const signals_;
+  const SignalLayout layout_;
+  const double timeoutS_;
+  const bool eagerPoll_;
+  const decltype(ProxyOptions::trace) trace_;
+  const bool ordered_;
+  const bool localReg_;
+  size_t pieceMax_ = 0;
+
+  // Queues: created by any thread, read by the proxy thread through its snapshot mine_.
+  std::mutex queuesMutex_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::vector<std::unique_ptr<Allocation>> slabs_;
+  size_t slabUsed_ = kQueuesPerSlab;
+  std::atomic<size_t> nQueues_{0};
+
+  // Errors: first one wins.
+  mutable std::mutex errorMutex_;
+  std::atomic<bool> failed_{false};
+  rmaccResult_t errorCode_ = rmaccSuccess;
+  std::string errorText_;
+  std::function<void(rmaccResult_t, const std::string&)> errorHandler_;
+
+  // Sleep and stop. kick() writes the eventfd; the sleeping proxy polls it beside the CQ's
+  // wait object, so a post, an abort or an incoming write all end a sleep at once.
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> aborted_{false};
+  int kickFd_ = -1;
+
+  // Proxy thread only.
+  std::vector<Queue*> mine_;
+  SignalTally tally_;
+  std::unordered_map<int, LandingSource> landingSources_;  // by peer
+  std::atomic<LandingZone*> landing_{nullptr};             // set once by attachLanding
+  std::vector<RemoteRegion> peerSignals_;                  // written before landing_ is set
+  std::deque<std::pair<int, int>> creditsDue_;             // (src, slot) not yet written
+  size_t outstanding_ = 0;  // pieces posted, not completed
+  bool awaitingRelease_ = false;  // a posted put waits for its stream to release it
+  // For the destructor: after a round, whether every put a stream released is complete.
+  std::atomic<bool> quiet_{true};
+  std::atomic<uint64_t> rounds_{0};
+  uint64_t eagains_ = 0;
+  uint64_t piecesIssued_ = 0;
+  std::atomic<uint64_t> sourceRegistrations_{0};  // written on the proxy thread, read by anyone
+
+  std::thread thread_;  // last: starts after every member above exists
+};
+
+}  // namespace rmacc::proxy_internal

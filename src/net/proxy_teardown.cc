@@ -1,0 +1,59 @@
+// Stopping the proxy: flush what streams released, stop the thread, and drain what the
+// provider still holds.
+#include "net/proxy_impl.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/log.h"
+
+namespace rmacc::proxy_internal {
+
+// After the thread stopped: let pieces in the provider's hands complete, so that no op context
+// we free can be written later. Whatever cannot complete (dead peer, abort) is leaked on
+// purpose: freeing it would hand the provider dangling contexts.
+void ProxyImpl::drain() {
+  double limit = (aborted_.load() || failed()) ? 0.2 : std::min(timeoutS_, 5.0);
+  double deadline = monotonicSeconds() + limit;
+  while (outstanding_ > 0 && monotonicSeconds() < deadline) {
+    try {
+      if (!pollCompletions()) sleepFor(50e-6);
+    } catch (const std::exception& e) {
+      INFO(kSubsysProxy, "rank %d: while draining the proxy: %s", rank_, e.what());
+    }
+  }
+  if (outstanding_ == 0) return;
+  WARN("rank %d: %zu network writes still in flight at proxy teardown; leaking their state",
+       rank_, outstanding_);
+  for (auto& q : queues_)
+    for (auto& f : q->active_)
+      if (f->issued > f->completed + f->errored) (void)f.release();
+}
+
+void ProxyImpl::flush() {
+  const double deadline = monotonicSeconds() + timeoutS_;
+  const uint64_t from = rounds_.load(std::memory_order_acquire);
+  while (!failed() && !aborted_.load() && monotonicSeconds() < deadline) {
+    if (rounds_.load(std::memory_order_acquire) > from + 1 && quiet_.load(std::memory_order_acquire))
+      break;
+    kick();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+ProxyImpl::~ProxyImpl() {
+  // A stream may be done while its last puts are still to be sent: finish every released put
+  // before stopping, or a peer would wait forever for the final signal (seen: a barrier's).
+  flush();
+  stop_.store(true, std::memory_order_release);
+  kick();
+  if (thread_.joinable()) thread_.join();
+  drain();
+  close(kickFd_);
+}
+
+}  // namespace rmacc::proxy_internal
