@@ -14,7 +14,8 @@ class RankPlanner {
  public:
   RankPlanner(const Topology& topo, const Options& opt, const RankInputs& in)
       : topo_(topo), opt_(opt), in_(in), me_(in.rank), node_(topo.nodeOf(me_)),
-        i_(topo.localRankOf(me_)), L_(topo.localSize()), nNodes_(topo.nNodes()),
+        i_(topo.localRankOf(me_)), L_(topo.nodeSize(node_)), W_(relayWriterSlots(topo, me_)),
+        nNodes_(topo.nNodes()),
         entryWait_(topo.nRanks(), -1), step_(in.relayStepsBefore) {}
 
   RankPlanResult run();
@@ -22,14 +23,23 @@ class RankPlanner {
  private:
   uint64_t send(int d) { ++work_.entriesRead; return in_.send[d]; }
   uint64_t recv(int s) { ++work_.entriesRead; return in_.recv[s]; }
-  uint64_t relayIn(int k, int j) { ++work_.entriesRead; return in_.relayIn[(size_t)k * L_ + j]; }
+  uint64_t relayIn(int k, int m, int j) {
+    ++work_.entriesRead;
+    return in_.relayIn[((size_t)k * W_ + m) * L_ + j];
+  }
+  // Local rank (on round k's sending node) of this rank's m-th round-k writer, or -1.
+  int writerLocal(int k, int m) const {
+    const int wi = i_ + m * L_;
+    return wi < topo_.nodeSize(topo_.recvNode(node_, k)) ? wi : -1;
+  }
   int add(Op op, int batch, Phase phase, int keyBatch = -1);
   bool forwardsTo(int j);
   void addEntry();
   void addIntraNode();
-  std::vector<Block> payload(int k, bool asRelay, uint64_t* total);
+  std::vector<Block> payload(int k, int m, uint64_t* total);
   void addWriterChunks(int k);
   void addRelayChunks(int k);
+  void addRelayWriter(int k, int m, int& pos);
   void addDirect(int k);
   void addCredits();
   void addFinalWaits();
@@ -43,7 +53,7 @@ class RankPlanner {
   const Topology& topo_;
   const Options& opt_;
   const RankInputs& in_;
-  const int me_, node_, i_, L_, nNodes_;
+  const int me_, node_, i_, L_, W_, nNodes_;
   std::vector<Draft> drafts_;
   std::vector<int> roundBase_;
   std::vector<int> entryWait_;  // [rank]: this rank's entry wait on it, or -1
@@ -63,7 +73,8 @@ int RankPlanner::add(Op op, int batch, Phase phase, int keyBatch) {
 // Whether this rank, as a relay, forwards anything to local rank j in some round.
 bool RankPlanner::forwardsTo(int j) {
   for (int k = 1; k < nNodes_; ++k)
-    if (relayIn(k, j) > 0) return true;
+    for (int m = 0; writerLocal(k, m) >= 0; ++m)
+      if (relayIn(k, m, j) > 0) return true;
   return false;
 }
 
@@ -75,17 +86,21 @@ void RankPlanner::addEntry() {
   for (int j = 0; j < L_; ++j) {
     const int w = topo_.rankAt(node_, j);
     if (w == me_) continue;
-    bool writes = recv(w) > 0;  // directly, or forwarding what its rail peers send here
+    bool writes = recv(w) > 0;  // directly, or forwarding what the ranks on its rail send here
     for (int a = 0; !writes && a < nNodes_; ++a)
-      if (a != node_) writes = recv(topo_.rankAt(a, j)) > 0;
+      for (int wi = j; !writes && a != node_ && wi < topo_.nodeSize(a); wi += L_)
+        writes = recv(topo_.rankAt(a, wi)) > 0;
     if (writes) writers.push_back(w);
     if (send(w) > 0 || forwardsTo(j)) targets.push_back(w);
   }
   for (int a = 0; a < nNodes_; ++a) {
-    const int peer = topo_.rankAt(a, i_);
     if (a == node_) continue;
-    if (recv(peer) > 0) writers.push_back(peer);
-    if (send(peer) > 0) targets.push_back(peer);
+    for (int wi = i_; wi < topo_.nodeSize(a); wi += L_) {  // they put straight into this rank
+      const int peer = topo_.rankAt(a, wi);
+      if (recv(peer) > 0) writers.push_back(peer);
+    }
+    const int relay = topo_.railPeer(me_, a);
+    if (send(relay) > 0) targets.push_back(relay);
   }
   std::sort(writers.begin(), writers.end());
   std::sort(targets.begin(), targets.end());
@@ -115,16 +130,18 @@ void RankPlanner::addIntraNode() {
   if (self > 0) add(selfCopyOp(me_, self), 0, kPhasePut);
 }
 
-// The round-k relay payload this rank writes (asRelay false) or forwards (true): blocks for the
-// local ranks of the receiving node but the rail's own, in local order, empty ones skipped.
-std::vector<Block> RankPlanner::payload(int k, bool asRelay, uint64_t* total) {
+// The round-k relay payload this rank writes (m < 0) or forwards for its m-th writer: blocks
+// for the local ranks of the receiving node but the relay's own, in local order, empty ones
+// skipped.
+std::vector<Block> RankPlanner::payload(int k, int m, uint64_t* total) {
   std::vector<Block> blocks;
-  const int node = asRelay ? node_ : topo_.sendNode(node_, k);
+  const int node = m >= 0 ? node_ : topo_.sendNode(node_, k);
+  const int skip = m >= 0 ? i_ : topo_.railLocal(i_, node);
   *total = 0;
-  for (int j = 0; j < L_; ++j) {
-    if (j == i_) continue;
+  for (int j = 0; j < topo_.nodeSize(node); ++j) {
+    if (j == skip) continue;
     const int d = topo_.rankAt(node, j);
-    const uint64_t len = asRelay ? relayIn(k, j) : send(d);
+    const uint64_t len = m >= 0 ? relayIn(k, m, j) : send(d);
     if (len == 0) continue;
     blocks.push_back({d, *total, len});
     *total += len;
@@ -134,11 +151,11 @@ std::vector<Block> RankPlanner::payload(int k, bool asRelay, uint64_t* total) {
 
 void RankPlanner::addWriterChunks(int k) {
   uint64_t total;
-  const std::vector<Block> blocks = payload(k, false, &total);
+  const std::vector<Block> blocks = payload(k, -1, &total);
   const int relay = topo_.railPeer(me_, topo_.sendNode(node_, k));
   const uint64_t slot = opt_.slotBytes, chunks = chunkCount(total, slot);
   for (uint64_t c = 0; c < chunks; ++c) {
-    const int pos = roundBase_[k] + (int)c;
+    const int pos = roundBase_[k] + (int)(in_.writerOffset[k] + c);
     const uint64_t t = in_.writerStep[k] + c, lo = c * slot, hi = std::min(total, lo + slot);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
     int credit = -1;
@@ -157,13 +174,18 @@ void RankPlanner::addWriterChunks(int k) {
   }
 }
 
+// The relay steps of round k on this rank: its writers' chunks one after another.
 void RankPlanner::addRelayChunks(int k) {
+  int pos = roundBase_[k];
+  for (int m = 0; writerLocal(k, m) >= 0; ++m) addRelayWriter(k, m, pos);
+}
+
+void RankPlanner::addRelayWriter(int k, int m, int& pos) {
   uint64_t total;
-  const std::vector<Block> blocks = payload(k, true, &total);
-  const int w = topo_.rankAt(topo_.recvNode(node_, k), i_);
+  const std::vector<Block> blocks = payload(k, m, &total);
+  const int w = topo_.rankAt(topo_.recvNode(node_, k), writerLocal(k, m));
   const uint64_t slot = opt_.slotBytes, chunks = chunkCount(total, slot);
-  for (uint64_t c = 0; c < chunks; ++c) {
-    const int pos = roundBase_[k] + (int)c;
+  for (uint64_t c = 0; c < chunks; ++c, ++pos) {
     const uint64_t t = step_++, lo = c * slot, hi = std::min(total, lo + slot);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
     uint64_t pieces = 0;
@@ -237,10 +259,11 @@ void RankPlanner::addFinalWaits() {
     if (direct + fwd > 0) srcs.push_back({s, direct + fwd, fwd ? std::max(0, in_.forwardLastBatch[j]) : 0});
   }
   for (int a = 0; a < nNodes_; ++a) {
-    const int s = topo_.rankAt(a, i_);
-    if (a == node_) continue;
-    const uint64_t direct = pieceCount(recv(s), opt_.maxPutBytes);
-    if (direct > 0) srcs.push_back({s, direct, roundBase_[roundFrom[a]]});
+    for (int wi = i_; a != node_ && wi < topo_.nodeSize(a); wi += L_) {
+      const int s = topo_.rankAt(a, wi);
+      const uint64_t direct = pieceCount(recv(s), opt_.maxPutBytes);
+      if (direct > 0) srcs.push_back({s, direct, roundBase_[roundFrom[a]]});
+    }
   }
   std::sort(srcs.begin(), srcs.end(), [](const Source& a, const Source& b) { return a.rank < b.rank; });
   std::stable_sort(srcs.begin(), srcs.end(),
@@ -256,14 +279,12 @@ RankPlanResult RankPlanner::run() {
   // re-faulting) the largest buffer of the call.
   drafts_.reserve(2 * (size_t)topo_.nRanks() + 6 * (size_t)(L_ + nNodes_));
   work_.entriesRead += in_.roundChunks.size();
-  roundBase_ = roundBases(in_.roundChunks);
+  roundBase_ = roundBases(in_.roundChunks, opt_);
   addEntry();
   addIntraNode();
   for (int k = 1; k < nNodes_; ++k) {
-    if (L_ > 1) {
-      addWriterChunks(k);
-      addRelayChunks(k);
-    }
+    if (topo_.nodeSize(topo_.sendNode(node_, k)) > 1) addWriterChunks(k);
+    if (L_ > 1) addRelayChunks(k);
     addDirect(k);
   }
   addCredits();
@@ -278,15 +299,18 @@ RankPlanResult RankPlanner::run() {
 }  // namespace
 
 RankPlanResult makeRankPlan(const Topology& topo, const Options& options, const RankInputs& in) {
-  const size_t n = (size_t)topo.nRanks(), nNodes = (size_t)topo.nNodes(), L = (size_t)topo.localSize();
+  const size_t n = (size_t)topo.nRanks(), nNodes = (size_t)topo.nNodes();
   RMACC_ARG_CHECK(in.rank >= 0 && (size_t)in.rank < n, "rank %d outside 0..%zu", in.rank, n - 1);
+  const size_t L = (size_t)topo.nodeSize(topo.nodeOf(in.rank));
+  const size_t W = (size_t)relayWriterSlots(topo, in.rank);
   RMACC_ARG_CHECK(in.send.size() == n && in.recv.size() == n,
                   "send/recv counts have %zu/%zu entries, expected %zu", in.send.size(),
                   in.recv.size(), n);
-  RMACC_ARG_CHECK(in.relayIn.size() == nNodes * L && in.roundChunks.size() == nNodes &&
-                      in.writerStep.size() == nNodes,
-                  "relay inputs sized %zu/%zu/%zu, expected %zu/%zu/%zu", in.relayIn.size(),
-                  in.roundChunks.size(), in.writerStep.size(), nNodes * L, nNodes, nNodes);
+  RMACC_ARG_CHECK(in.relayIn.size() == nNodes * W * L && in.roundChunks.size() == nNodes &&
+                      in.writerStep.size() == nNodes && in.writerOffset.size() == nNodes,
+                  "relay inputs sized %zu/%zu/%zu/%zu, expected %zu/%zu/%zu/%zu", in.relayIn.size(),
+                  in.roundChunks.size(), in.writerStep.size(), in.writerOffset.size(),
+                  nNodes * W * L, nNodes, nNodes, nNodes);
   RMACC_ARG_CHECK(in.forwardSignals.size() == L && in.forwardLastBatch.size() == L,
                   "forward inputs have %zu/%zu entries, expected %zu", in.forwardSignals.size(),
                   in.forwardLastBatch.size(), L);
