@@ -149,6 +149,29 @@ INSTANTIATE_TEST_SUITE_P(
                       std::vector<int>{2, 1, 2, 0, 2, 1, 2, 0, 1, 2, 2, 1, 0, 2, 1, 2},
                       std::vector<int>{1, 1, 0, 2, 1, 1, 2}));
 
+// A result kept across calls (ops overwritten in place) equals a fresh one, also when a call
+// has fewer ops than the one before it: nothing of the earlier plan may remain.
+TEST(RankPlanner, KeptResultEqualsAFreshOne) {
+  Rng rng(0x4e5e);
+  RankPlanResult kept;
+  for (int c = 0; c < 200; ++c) {
+    std::vector<int> nodeOf;
+    for (int a = 0, nodes = (int)uniform(rng, 1, 6); a < nodes; ++a)
+      nodeOf.insert(nodeOf.end(), (int)uniform(rng, 1, 5), a);
+    const Topology topo = Topology::fromNodeOf(nodeOf);
+    Options o;
+    o.slotBytes = uniform(rng, 1, 40);
+    o.maxPutBytes = uniform(rng, 1, 30);
+    const auto bytes = randomCounts(rng, topo.nRanks(), 24);
+    const int r = (int)uniform(rng, 0, topo.nRanks() - 1);
+    const RankInputs in = MatrixInputs(topo, bytes, o, {}).of(r);
+    makeRankPlan(topo, o, in, kept);
+    const RankPlanResult fresh = makeRankPlan(topo, o, in);
+    ASSERT_EQ(compare(kept.plan, fresh.plan, r), "") << "case " << c << ": " << topo.describe();
+    ASSERT_EQ(kept.relayStepsAfter, fresh.relayStepsAfter);
+  }
+}
+
 TEST(RankPlanner, RejectsInputsOfTheWrongShape) {
   const Topology topo = Topology::blocks(2, 2);
   const std::vector<uint64_t> bytes(16, 5);

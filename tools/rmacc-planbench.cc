@@ -2,8 +2,9 @@
 // - global: the reference planner building every rank's ops (what the library ran before);
 // - inputs: the reference derivation of one rank's RankInputs from the whole byte matrix
 //   (O(n^2); tests only: the library gets them from the count exchange);
-// - rank plan: one rank's own plan from its inputs (what the library runs per call), and the
-//   grouping of its ops into backend calls (plan/op_groups.h);
+// - rank plan: one rank's own plan from its inputs into a fresh result (what the library runs
+//   per call), "kept": into a result kept across calls, and the grouping of its ops into
+//   backend calls (plan/op_groups.h);
 // - batches, ops and groups per rank with small node rounds sharing a batch (the default) and
 //   with one round per batch (Options::roundsPerBatch = 1, as before), and the count-exchange bytes per rank per call of the old
 //   full-matrix protocol against src/exec/count_exchange.h, computed from the message layouts.
@@ -70,15 +71,16 @@ int main(int argc, char** argv) {
   const int globalMax = argc > 3 ? atoi(argv[3]) : 256;
   const int reps = argc > 4 ? std::max(1, atoi(argv[4])) : 20;
   const int L = 8;
-  printf("%6s %6s %11s %11s %13s %13s %9s %9s %9s %9s %9s %13s %13s\n", "ranks", "nodes",
-         "global(ms)", "inputs(ms)", "rankplan(ms)", "+groups(ms)", "ops/rank", "batches",
+  printf("%6s %6s %11s %11s %13s %9s %13s %9s %9s %9s %9s %9s %13s %13s\n", "ranks", "nodes",
+         "global(ms)", "inputs(ms)", "rankplan(ms)", "kept(ms)", "+groups(ms)", "ops/rank", "batches",
          "groups", "batches1", "groups1", "xchg old(B)", "xchg new(B)");
   for (int n = 16; n <= maxRanks; n *= 2) {
     const Topology topo = Topology::blocks(n / L, L);
     const Options o;
     std::mt19937_64 rng(n);
     double tGlobal = -1;
-    std::vector<double> tInputs, tPlan, tGroups;
+    std::vector<double> tInputs, tPlan, tKept, tGroups;
+    RankPlanResult kept;
     size_t ops = 0, groups = 0, batches = 0, batches1 = 0, groups1 = 0;
     Options one;
     one.roundsPerBatch = 1;
@@ -98,6 +100,9 @@ int main(int argc, char** argv) {
         const size_t g = groupOps(r.plan).size();
         tGroups.push_back(now() - t2);
         tPlan.push_back(t2 - t1);
+        const double t3 = now();
+        makeRankPlan(topo, o, in, kept);
+        tKept.push_back(now() - t3);
         if (k == 0) groups += g;
       }
       ops += r.plan.ops.size();
@@ -113,9 +118,9 @@ int main(int argc, char** argv) {
       }
       carry = inputs.after();
     }
-    printf("%6d %6d %11.3f %11.3f %13.4f %13.4f %9zu %9zu %9zu %9zu %9zu %13.0f %13.0f\n", n, n / L,
+    printf("%6d %6d %11.3f %11.3f %13.4f %9.4f %13.4f %9zu %9zu %9zu %9zu %9zu %13.0f %13.0f\n", n, n / L,
            tGlobal < 0 ? -1.0 : tGlobal * 1e3, median(tInputs) * 1e3, median(tPlan) * 1e3,
-           median(tGroups) * 1e3, ops / calls, batches, groups / calls, batches1, groups1 / calls,
+           median(tKept) * 1e3, median(tGroups) * 1e3, ops / calls, batches, groups / calls, batches1, groups1 / calls,
            fullMatrixBytes(n / L, L),
            perRankBytes(n / L, L));
   }

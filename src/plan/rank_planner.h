@@ -59,7 +59,13 @@ inline int relayWriterSlots(const Topology& topo, int rank) {
 }
 
 // Throws rmaccInvalidArgument on inconsistent inputs (sizes that do not match the topology).
+// Work tables are kept per thread from call to call, so a call allocates little besides its
+// result.
 RankPlanResult makeRankPlan(const Topology& topo, const Options& options, const RankInputs& in);
+// The same into `out`, whose ops (and their dep lists) are overwritten in place: a caller that
+// keeps one result across calls allocates nothing once the shapes settle.
+void makeRankPlan(const Topology& topo, const Options& options, const RankInputs& in,
+                  RankPlanResult& out);
 
 // The reference derivation of every rank's inputs from the whole byte matrix and the global
 // carry (what the count exchange would deliver). O(n^2) once, then O(n) per rank.
