@@ -7,7 +7,9 @@
 //   entry signal (0,Start) -> entry wait (0,EntryWait) -> puts/forwards of any later batch;
 //   credit wait (p,CreditWait) -> relay put (p,Put) -> relay wait (p+1,RelayWait)
 //   -> forwards (p+1,Forward) -> credit for step t+S (p+1,Credit) -> its credit wait at
-//   (p',CreditWait) with p' >= p+2, because one relay's steps occupy distinct positions.
+//   (p',CreditWait) with p' >= p+2, because one relay takes at most S/2 steps per position
+//   (one per position in a round of several chunks; small rounds share a position only
+//   roundsPerBatch <= S/2 at a time, plan_build.cc roundBases).
 // So the unfinished op with the smallest key never waits on anything unfinished: with lanes
 // sorted by key there is no deadlock, whatever the counts. Matching waits to signals is also
 // in key order on both ends, so cumulative counts pair each wait with the intended signals.
@@ -178,8 +180,8 @@ std::vector<Payload> Planner::payloadsOf(int relay, int k) const {
 // Round k occupies as many pipeline positions as the relay with the most chunks in it takes
 // (at least one, for the direct puts). A relay's writers follow one another: chunk c of its
 // m-th writer is put in batch roundBase_[k] + (chunks of writers 0..m-1) + c and forwarded in
-// the next one, so a relay's steps still occupy distinct positions (planner.cc's deadlock
-// argument needs that).
+// the next one, so a relay's steps of such a round occupy distinct positions (the deadlock
+// argument above needs at most S/2 of them per position).
 void Planner::layoutRounds() {
   std::vector<uint64_t> chunks(topo_.nNodes(), 0);
   for (int k = 1; k < topo_.nNodes(); ++k) {
