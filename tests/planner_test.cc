@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "net/signals.h"
+#include "plan/plan_build.h"
 #include "plan/plan_internal.h"
 #include "plan/planner.h"
 #include "plan/verifier.h"
@@ -108,18 +109,49 @@ void moveOp(Plan& p, int rank, int from, int to) {
   ops = moved;
 }
 
+// Nodes of different sizes: local rank i reaches node B through B's local rank i mod |B|; the
+// relation is what the planners and the verifier's oracle build on.
+TEST(Topology, UnequalNodesShareRailsModuloTheSmallerNode) {
+  const Topology t = Topology::fromNodeOf({5, 5, 7, 5, 7, 5, 9, 7, 5, 7, 7, 5, 7, 7, 7, 7});
+  ASSERT_EQ(t.nNodes(), 3);
+  EXPECT_FALSE(t.uniform());
+  EXPECT_EQ(t.nodeSize(0), 6);
+  EXPECT_EQ(t.nodeSize(1), 9);
+  EXPECT_EQ(t.nodeSize(2), 1);
+  EXPECT_EQ(t.maxNodeSize(), 9);
+  for (int r = 0; r < t.nRanks(); ++r) {
+    EXPECT_EQ(t.rankAt(t.nodeOf(r), t.localRankOf(r)), r);
+    for (int b = 0; b < t.nNodes(); ++b) {
+      const int p = t.railPeer(r, b);
+      EXPECT_EQ(t.nodeOf(p), b);
+      EXPECT_EQ(t.localRankOf(p), t.localRankOf(r) % t.nodeSize(b));
+    }
+  }
+  EXPECT_EQ(t.railPeer(t.rankAt(1, 7), 0), t.rankAt(0, 1));  // 7 mod 6
+  EXPECT_EQ(t.railPeer(t.rankAt(1, 7), 2), t.rankAt(2, 0));
+  try {
+    t.localSize("the test");
+    FAIL() << "localSize() of unequal nodes answered";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), rmaccInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("the test"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Topology::blocks(3, 4).localSize(), 4);
+}
+
 // Landing-zone rows: every rank of another node gets a distinct row, in rank order, whatever
 // the placement; ranks of the same node get none.
 TEST(Topology, RemoteIndexNumbersOtherNodesRanks) {
   for (const Topology& t : {Topology::blocks(2, 1), Topology::blocks(3, 4),
-                            Topology::fromNodeOf({0, 1, 2, 0, 1, 2, 0, 1, 2})}) {
+                            Topology::fromNodeOf({0, 1, 2, 0, 1, 2, 0, 1, 2}),
+                            Topology::fromNodeOf({1, 0, 2, 2, 1, 2, 0, 2, 1})}) {
     for (int of = 0; of < t.nRanks(); ++of) {
       int next = 0;
       for (int from = 0; from < t.nRanks(); ++from) {
         if (t.sameNode(of, from)) EXPECT_EQ(t.remoteIndex(of, from), -1);
         else EXPECT_EQ(t.remoteIndex(of, from), next++) << t.describe() << " of " << of;
       }
-      EXPECT_EQ(next, t.nRanks() - t.localSize());
+      EXPECT_EQ(next, t.nRanks() - t.nodeSize(t.nodeOf(of)));
     }
   }
 }
@@ -292,6 +324,28 @@ TEST(Planner, ChunksAndCreditsWithTinySlots) {
   EXPECT_EQ(p.relayBytes, 8u);
   EXPECT_EQ(p.after.relaySteps, (std::vector<uint64_t>{0, 0, 3, 0}));
   expectGood({p});
+}
+
+// Rounds whose busiest relay takes one slot share a batch, slots / 2 of them at most: 8 nodes
+// x 2 with one-slot payloads has 7 rounds; 4 slots put them two to a batch (4 positions, 5
+// batches with the last forwards) instead of 7 (8). Both verify, over two calls with carry.
+TEST(Planner, SmallRoundsShareABatch) {
+  const Topology t = Topology::blocks(8, 2);
+  const auto b = counts(16, [](int s, int d) { return (uint64_t)(1 + (s * 7 + d) % 5); });
+  for (int perBatch : {1, 0, 2, 9}) {
+    Options o = opts(64, 4);
+    o.roundsPerBatch = perBatch;
+    const Plan p1 = planOf(t, b, o);
+    const Plan p2 = planOf(t, b, o, p1.after);
+    EXPECT_EQ(p1.nBatches, perBatch == 1 ? 8 : 5) << "roundsPerBatch " << perBatch;
+    expectGood({p1, p2});
+  }
+  // A round of two chunks keeps positions of its own: rounds 1-2 share, 3 (two chunks) does
+  // not, 4-5 share, 6-7 share.
+  Options o = opts(64, 4);
+  EXPECT_EQ(roundBases({0, 1, 1, 2, 1, 1, 0, 1}, o), (std::vector<int>{0, 0, 0, 1, 3, 3, 4, 4, 5}));
+  o.slots = 3;  // 3 / 2 = one round per batch
+  EXPECT_EQ(roundBases({0, 1, 1, 1}, o), (std::vector<int>{0, 0, 1, 2, 3}));
 }
 
 // A relay's credit waits for its forwards of the previous chunk; the same rank's proxy puts of

@@ -60,24 +60,29 @@ std::vector<uint64_t> randomCounts(Rng& rng, int n, uint64_t unit) {
   return b;
 }
 
-// Random placements: 1..12 nodes of 1..8 ranks, scrambled node maps most of the time.
+// Random placements: 1..12 nodes of 1..8 ranks (every node its own size in half the cases),
+// scrambled node maps most of the time.
 TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
   constexpr int kCases = 3000;
   Rng rng(0x9a7e0018);
-  size_t ranksChecked = 0;
+  size_t ranksChecked = 0, unequalCases = 0;
   for (int c = 0; c < kCases; ++c) {
     const int nodes = (int)uniform(rng, 1, 12), local = (int)uniform(rng, 1, 8);
+    const bool unequal = uniform(rng, 0, 1) == 0;
     std::vector<int> nodeOf;
-    for (int a = 0; a < nodes; ++a) nodeOf.insert(nodeOf.end(), local, a);
+    for (int a = 0; a < nodes; ++a)
+      nodeOf.insert(nodeOf.end(), unequal ? (int)uniform(rng, 1, 8) : local, a);
     if (uniform(rng, 0, 3) != 0) std::shuffle(nodeOf.begin(), nodeOf.end(), rng);
     const Topology topo = Topology::fromNodeOf(nodeOf);
     const int n = topo.nRanks();
+    unequalCases += !topo.uniform();
     Options o;
     static const uint64_t slots[] = {1, 3, 8, 64, 4096};
     o.slotBytes = slots[uniform(rng, 0, 4)];
     o.slots = (int)uniform(rng, 2, 5);
     o.maxPutBytes = uniform(rng, 0, 2) == 0 ? (1ull << 30) : uniform(rng, 1, 24);
     o.entrySignals = uniform(rng, 0, 5) != 0;
+    o.roundsPerBatch = (int)uniform(rng, 0, 3);
     Carry carry;
     const int calls = (int)uniform(rng, 1, 3);
     for (int k = 0; k < calls; ++k) {
@@ -98,13 +103,17 @@ TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
       carry = global.after;
     }
   }
-  printf("%zu rank plans equal their global slices\n", ranksChecked);
+  printf("%zu rank plans equal their global slices (%zu of %d cases with unequal nodes)\n",
+         ranksChecked, unequalCases, kCases);
+  EXPECT_GT(unequalCases, (size_t)kCases / 4);
 }
 
 // The plans the library now runs are the verifier's plans: assembling the per-rank plans of a
 // call gives a global plan that verifies, across calls with carry.
-TEST(RankPlanner, AssembledPlansVerify) {
-  const Topology topo = Topology::fromNodeOf({2, 0, 1, 2, 0, 1, 0, 1, 2, 2, 1, 0});
+class AssembledPlans : public ::testing::TestWithParam<std::vector<int>> {};
+
+TEST_P(AssembledPlans, Verify) {
+  const Topology topo = Topology::fromNodeOf(GetParam());
   Options o;
   o.slotBytes = 16;
   o.slots = 2;
@@ -129,7 +138,38 @@ TEST(RankPlanner, AssembledPlansVerify) {
     calls.push_back(std::move(p));
   }
   const Verdict v = verify(calls);
-  EXPECT_TRUE(v.ok) << v.error;
+  EXPECT_TRUE(v.ok) << topo.describe() << ": " << v.error;
+}
+
+// 3 x 4 scrambled; 3 + 5 + 8 scrambled (relays with two writers a round, and ranks that relay
+// nothing from the smaller nodes); 1 + 4 + 2.
+INSTANTIATE_TEST_SUITE_P(
+    RankPlanner, AssembledPlans,
+    ::testing::Values(std::vector<int>{2, 0, 1, 2, 0, 1, 0, 1, 2, 2, 1, 0},
+                      std::vector<int>{2, 1, 2, 0, 2, 1, 2, 0, 1, 2, 2, 1, 0, 2, 1, 2},
+                      std::vector<int>{1, 1, 0, 2, 1, 1, 2}));
+
+// A result kept across calls (ops overwritten in place) equals a fresh one, also when a call
+// has fewer ops than the one before it: nothing of the earlier plan may remain.
+TEST(RankPlanner, KeptResultEqualsAFreshOne) {
+  Rng rng(0x4e5e);
+  RankPlanResult kept;
+  for (int c = 0; c < 200; ++c) {
+    std::vector<int> nodeOf;
+    for (int a = 0, nodes = (int)uniform(rng, 1, 6); a < nodes; ++a)
+      nodeOf.insert(nodeOf.end(), (int)uniform(rng, 1, 5), a);
+    const Topology topo = Topology::fromNodeOf(nodeOf);
+    Options o;
+    o.slotBytes = uniform(rng, 1, 40);
+    o.maxPutBytes = uniform(rng, 1, 30);
+    const auto bytes = randomCounts(rng, topo.nRanks(), 24);
+    const int r = (int)uniform(rng, 0, topo.nRanks() - 1);
+    const RankInputs in = MatrixInputs(topo, bytes, o, {}).of(r);
+    makeRankPlan(topo, o, in, kept);
+    const RankPlanResult fresh = makeRankPlan(topo, o, in);
+    ASSERT_EQ(compare(kept.plan, fresh.plan, r), "") << "case " << c << ": " << topo.describe();
+    ASSERT_EQ(kept.relayStepsAfter, fresh.relayStepsAfter);
+  }
 }
 
 TEST(RankPlanner, RejectsInputsOfTheWrongShape) {

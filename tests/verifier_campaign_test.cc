@@ -42,14 +42,17 @@ uint64_t uniform(Rng& rng, uint64_t lo, uint64_t hi) {  // [lo, hi]
 }
 
 // Nodes log-uniform in 1..16 (small shapes are cheap, so most cases are small, but every size
-// appears), ranks per node uniform in 1..8, ranks scattered over nodes at random.
+// appears), ranks per node uniform in 1..8 (in a third of the cases drawn per node, so nodes
+// differ in size), ranks scattered over nodes at random.
 std::vector<int> randomPlacement(Rng& rng) {
   const int nodes = std::clamp((int)std::lround(std::exp(std::uniform_real_distribution<double>(
                                    0, std::log(16.49))(rng))),
                                1, 16);
   const int local = (int)uniform(rng, 1, 8);
+  const bool unequal = uniform(rng, 0, 2) == 0;
   std::vector<int> nodeOf;
-  for (int a = 0; a < nodes; ++a) nodeOf.insert(nodeOf.end(), local, a);
+  for (int a = 0; a < nodes; ++a)
+    nodeOf.insert(nodeOf.end(), unequal ? (int)uniform(rng, 1, 8) : local, a);
   if (uniform(rng, 0, 3) != 0) std::shuffle(nodeOf.begin(), nodeOf.end(), rng);
   return nodeOf;
 }
@@ -114,15 +117,16 @@ Case makeCase(uint64_t seed) {
   c.options.slots = (int)uniform(rng, 2, 5);
   c.options.maxPutBytes = uniform(rng, 0, 2) == 0 ? (1ull << 30) : uniform(rng, 1, 24);
   c.options.entrySignals = uniform(rng, 0, 7) != 0;
+  c.options.roundsPerBatch = (int)uniform(rng, 0, 3);
   const int nCalls = (int)uniform(rng, 1, 3);
   const Topology topo = Topology::fromNodeOf(c.nodeOf);
-  c.text = strprintf("seed %#llx: %d nodes x %d, nodeOf {", (unsigned long long)seed,
-                     topo.nNodes(), topo.localSize());
+  c.text = strprintf("seed %#llx: %d nodes of up to %d%s, nodeOf {", (unsigned long long)seed,
+                     topo.nNodes(), topo.maxNodeSize(), topo.uniform() ? "" : " (unequal)");
   for (int r = 0; r < n; ++r) c.text += strprintf(r ? ",%d" : "%d", c.nodeOf[r]);
-  c.text += strprintf("}, slot %llu B x %d, maxPut %llu B, entry %s, calls:",
+  c.text += strprintf("}, slot %llu B x %d, maxPut %llu B, entry %s, rounds/batch %d, calls:",
                       (unsigned long long)c.options.slotBytes, c.options.slots,
                       (unsigned long long)c.options.maxPutBytes,
-                      c.options.entrySignals ? "signals" : "barrier");
+                      c.options.entrySignals ? "signals" : "barrier", roundsPerBatch(c.options));
   for (int k = 0; k < nCalls; ++k) {
     // Blocks of a tenth of a slot up to ~3 slots, capped so the op count stays small.
     const uint64_t tenths = uniform(rng, 1, 30);

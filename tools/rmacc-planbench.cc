@@ -2,12 +2,17 @@
 // - global: the reference planner building every rank's ops (what the library ran before);
 // - inputs: the reference derivation of one rank's RankInputs from the whole byte matrix
 //   (O(n^2); tests only: the library gets them from the count exchange);
-// - rank plan: one rank's own plan from its inputs (what the library runs per call), and the
-//   grouping of its ops into backend calls (plan/op_groups.h);
-// - ops and groups per rank, and the count-exchange bytes per rank per call of the old
+// - rank plan: one rank's own plan from its inputs into a fresh result (what the library runs
+//   per call), "kept": into a result kept across calls, and the grouping of its ops into
+//   backend calls (plan/op_groups.h);
+// - batches, ops and groups per rank with small node rounds sharing a batch (the default) and
+//   with one round per batch (Options::roundsPerBatch = 1, as before), and the count-exchange bytes per rank per call of the old
 //   full-matrix protocol against src/exec/count_exchange.h, computed from the message layouts.
-// New counts on every call (~1 MiB blocks, +-50%), default options, 8 ranks per node.
-// Usage: rmacc-planbench [maxRanks=1024] [calls=20] [globalMaxRanks=256]
+// New counts on every call (~1 MiB blocks, +-50%), default options, 8 ranks per node. Times
+// per call are medians: each call's rank plan is built `reps` times (the machine is shared, so a
+// mean is mostly other people's builds).
+// Usage: rmacc-planbench [maxRanks=1024] [calls=20] [globalMaxRanks=256] [reps=20]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +26,11 @@ using namespace rmacc;
 using namespace rmacc::plan;
 
 namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -59,16 +69,21 @@ int main(int argc, char** argv) {
   const int maxRanks = argc > 1 ? atoi(argv[1]) : 1024;
   const int calls = argc > 2 ? atoi(argv[2]) : 20;
   const int globalMax = argc > 3 ? atoi(argv[3]) : 256;
+  const int reps = argc > 4 ? std::max(1, atoi(argv[4])) : 20;
   const int L = 8;
-  printf("%6s %6s %11s %11s %13s %13s %9s %9s %13s %13s\n", "ranks", "nodes", "global(ms)",
-         "inputs(ms)", "rankplan(ms)", "+groups(ms)", "ops/rank", "groups", "xchg old(B)",
-         "xchg new(B)");
+  printf("%6s %6s %11s %11s %13s %9s %13s %9s %9s %9s %9s %9s %13s %13s\n", "ranks", "nodes",
+         "global(ms)", "inputs(ms)", "rankplan(ms)", "kept(ms)", "+groups(ms)", "ops/rank", "batches",
+         "groups", "batches1", "groups1", "xchg old(B)", "xchg new(B)");
   for (int n = 16; n <= maxRanks; n *= 2) {
     const Topology topo = Topology::blocks(n / L, L);
     const Options o;
     std::mt19937_64 rng(n);
-    double tGlobal = -1, tInputs = 0, tPlan = 0, tGroups = 0;
-    size_t ops = 0, groups = 0;
+    double tGlobal = -1;
+    std::vector<double> tInputs, tPlan, tKept, tGroups;
+    RankPlanResult kept;
+    size_t ops = 0, groups = 0, batches = 0, batches1 = 0, groups1 = 0;
+    Options one;
+    one.roundsPerBatch = 1;
     Carry carry;
     for (int c = 0; c < calls; ++c) {
       const auto bytes = moeCounts(rng, n);
@@ -76,14 +91,26 @@ int main(int argc, char** argv) {
       double t0 = now();
       const MatrixInputs inputs(topo, bytes, o, carry);
       const RankInputs in = inputs.of(me);
-      double t1 = now();
-      const RankPlanResult r = makeRankPlan(topo, o, in);
-      double t2 = now();
-      groups += groupOps(r.plan).size();
-      tGroups += now() - t2;
-      tInputs += t1 - t0;
-      tPlan += t2 - t1;
+      tInputs.push_back(now() - t0);
+      RankPlanResult r;
+      for (int k = 0; k < reps; ++k) {
+        const double t1 = now();
+        r = makeRankPlan(topo, o, in);
+        const double t2 = now();
+        const size_t g = groupOps(r.plan).size();
+        tGroups.push_back(now() - t2);
+        tPlan.push_back(t2 - t1);
+        const double t3 = now();
+        makeRankPlan(topo, o, in, kept);
+        tKept.push_back(now() - t3);
+        if (k == 0) groups += g;
+      }
       ops += r.plan.ops.size();
+      for (const Op& op : r.plan.ops)
+        batches = std::max<size_t>(batches, op.batch + 1);
+      const RankPlanResult r1 = makeRankPlan(topo, one, MatrixInputs(topo, bytes, one, carry).of(me));
+      groups1 += groupOps(r1.plan).size();
+      for (const Op& op : r1.plan.ops) batches1 = std::max<size_t>(batches1, op.batch + 1);
       if (c == 0 && n <= globalMax) {
         const double g0 = now();
         const Plan p = makeAlltoallvPlan(topo, bytes, o, carry);
@@ -91,9 +118,10 @@ int main(int argc, char** argv) {
       }
       carry = inputs.after();
     }
-    printf("%6d %6d %11.3f %11.3f %13.4f %13.4f %9zu %9zu %13.0f %13.0f\n", n, n / L,
-           tGlobal < 0 ? -1.0 : tGlobal * 1e3, tInputs / calls * 1e3, tPlan / calls * 1e3,
-           tGroups / calls * 1e3, ops / calls, groups / calls, fullMatrixBytes(n / L, L),
+    printf("%6d %6d %11.3f %11.3f %13.4f %9.4f %13.4f %9zu %9zu %9zu %9zu %9zu %13.0f %13.0f\n", n, n / L,
+           tGlobal < 0 ? -1.0 : tGlobal * 1e3, median(tInputs) * 1e3, median(tPlan) * 1e3,
+           median(tKept) * 1e3, median(tGroups) * 1e3, ops / calls, batches, groups / calls, batches1, groups1 / calls,
+           fullMatrixBytes(n / L, L),
            perRankBytes(n / L, L));
   }
   return 0;

@@ -85,6 +85,12 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   std::vector<std::string> names(nRanks);
   for (int r = 0; r < nRanks; ++r) names[r].assign(hosts[r].bytes, hosts[r].size);
   topo_ = Topology::fromHostnames(names);
+  // The planners accept nodes of different sizes; the count exchange, landing zones and the
+  // barrier still pair ranks one to one across nodes, so the data path refuses them for now.
+  if (!topo_.uniform()) {
+    RMACC_THROW(rmaccInvalidUsage, "unequal node sizes (%s): the data path needs the same number "
+                "of ranks on every node for now", topo_.describe().c_str());
+  }
   INFO(kSubsysInit, "topology: %s", topo_.describe().c_str());
   std::vector<ProcessRecord> procs(nRanks);
   procs[rank] = ProcessRecord::mine();

@@ -1,5 +1,6 @@
 #include "core/topology.h"
 
+#include <algorithm>
 #include <map>
 
 #include "core/error.h"
@@ -45,17 +46,16 @@ void Topology::finish() {
   std::vector<int> count(nNodes_, 0);
   localRankOf_.assign(n, 0);
   for (int r = 0; r < n; ++r) localRankOf_[r] = count[nodeOf_[r]]++;
-  localSize_ = count[0];
+  nodeStart_.assign(nNodes_ + 1, 0);
+  maxNodeSize_ = 0;
+  uniform_ = true;
   for (int node = 0; node < nNodes_; ++node) {
-    if (count[node] != localSize_) {
-      RMACC_THROW(rmaccInvalidUsage,
-                  "unequal node sizes: node 0 has %d ranks, node %d has %d; rmacc needs the same "
-                  "number of ranks on every node (one per rail)",
-                  localSize_, node, count[node]);
-    }
+    nodeStart_[node + 1] = nodeStart_[node] + count[node];
+    maxNodeSize_ = std::max(maxNodeSize_, count[node]);
+    uniform_ = uniform_ && count[node] == count[0];
   }
   rankAt_.assign(n, -1);
-  for (int r = 0; r < n; ++r) rankAt_[nodeOf_[r] * localSize_ + localRankOf_[r]] = r;
+  for (int r = 0; r < n; ++r) rankAt_[nodeStart_[nodeOf_[r]] + localRankOf_[r]] = r;
   // NCCL's p2p schedule trick: deltas k(k+1)/2 mod P (P = next power of two >= N), keeping
   // those < N, visit every delta 0..N-1 exactly once, and spread consecutive rounds apart.
   int p = 1;
@@ -67,11 +67,20 @@ void Topology::finish() {
   }
 }
 
+int Topology::localSize(const char* who) const {
+  if (!uniform_) {
+    RMACC_THROW(rmaccInvalidUsage, "%s needs the same number of ranks on every node; %s", who,
+                describe().c_str());
+  }
+  return maxNodeSize_;
+}
+
 std::string Topology::describe() const {
-  std::string s = strprintf("%d ranks on %d nodes x %d:", nRanks(), nNodes_, localSize_);
+  std::string s = uniform_ ? strprintf("%d ranks on %d nodes x %d:", nRanks(), nNodes_, maxNodeSize_)
+                           : strprintf("%d ranks on %d nodes of unequal sizes:", nRanks(), nNodes_);
   for (int node = 0; node < nNodes_; ++node) {
     s += strprintf(" [");
-    for (int l = 0; l < localSize_; ++l) s += strprintf(l ? " %d" : "%d", rankAt(node, l));
+    for (int l = 0; l < nodeSize(node); ++l) s += strprintf(l ? " %d" : "%d", rankAt(node, l));
     s += "]";
   }
   return s;
@@ -80,7 +89,7 @@ std::string Topology::describe() const {
 int Topology::remoteIndex(int of, int from) const {
   if (sameNode(of, from)) return -1;
   int below = 0;  // ranks of `of`'s node numbered below `from`
-  for (int l = 0; l < localSize_; ++l) below += rankAt(nodeOf(of), l) < from;
+  for (int l = 0; l < nodeSize(nodeOf(of)); ++l) below += rankAt(nodeOf(of), l) < from;
   return from - below;
 }
 

@@ -11,25 +11,38 @@ class Topology {
  public:
   Topology() = default;
   // Nodes are numbered by their lowest rank; local ranks follow global rank order inside a
-  // node, so any assignment of ranks to nodes works. Throws rmaccInvalidUsage when the nodes
-  // do not all hold the same number of ranks (rails need one rank per node each).
+  // node, so any assignment of ranks to nodes works, nodes of different sizes included.
   static Topology fromHostnames(const std::vector<std::string>& hostnames);
-  // nNodes nodes of localSize ranks; rank r sits on node nodeOf[r] (for tests and the planner).
+  // Rank r sits on node nodeOf[r] (any labels; for tests and the planner).
   static Topology fromNodeOf(const std::vector<int>& nodeOf);
   // Contiguous blocks: ranks [n*L, (n+1)*L) on node n.
   static Topology blocks(int nNodes, int localSize);
 
   int nRanks() const { return (int)nodeOf_.size(); }
   int nNodes() const { return nNodes_; }
-  int localSize() const { return localSize_; }
+  // Ranks per node when every node holds the same number; nodes of different sizes have no one
+  // value, and code that needs it throws rmaccInvalidUsage naming `who` (use nodeSize()).
+  int localSize(const char* who = "this operation") const;
+  bool uniform() const { return uniform_; }
+  int nodeSize(int node) const { return nodeStart_[node + 1] - nodeStart_[node]; }
+  int maxNodeSize() const { return maxNodeSize_; }
   int nodeOf(int rank) const { return nodeOf_[rank]; }
   int localRankOf(int rank) const { return localRankOf_[rank]; }
-  int rankAt(int node, int localRank) const { return rankAt_[node * localSize_ + localRank]; }
+  int rankAt(int node, int localRank) const { return rankAt_[nodeStart_[node] + localRank]; }
   bool sameNode(int a, int b) const { return nodeOf_[a] == nodeOf_[b]; }
-  // The rank that relays data from `src` to `dst`: the rank of dst's node on src's rail.
-  int railPeer(int src, int dstNode) const { return rankAt(dstNode, localRankOf(src)); }
+  // Rails across nodes of different sizes: local rank i of a node of L_A ranks reaches a node
+  // of L_B ranks through that node's local rank i mod L_B. With equal sizes this is the rail
+  // of DESIGN.md §1 (i to i); when the target node is smaller, several ranks of the sending
+  // node share one relay there (rank order decides who goes first); when it is larger, its
+  // local ranks L_A .. L_B-1 relay nothing from that node and receive all of it forwarded.
+  int railLocal(int localRank, int dstNode) const { return localRank % nodeSize(dstNode); }
+  // The rank that relays data from `src` to node `dstNode` (and receives src's block for it
+  // directly): the rank of dstNode on src's rail.
+  int railPeer(int src, int dstNode) const {
+    return rankAt(dstNode, railLocal(localRankOf(src), dstNode));
+  }
   // `from`'s position among the ranks outside `of`'s node, in rank order (0 .. nRanks -
-  // localSize - 1); -1 when both share a node. Rows of a landing zone (net/landing.h).
+  // nodeSize(nodeOf(of)) - 1); -1 when both share a node. Rows of a landing zone (net/landing.h).
   int remoteIndex(int of, int from) const;
 
   // Node rounds (DESIGN.md §2): in round k (1..nNodes-1) node A sends to A+delta(k) and
@@ -45,10 +58,12 @@ class Topology {
   void finish();  // derives everything from nodeOf_
 
   int nNodes_ = 0;
-  int localSize_ = 0;
+  int maxNodeSize_ = 0;
+  bool uniform_ = true;
   std::vector<int> nodeOf_;
   std::vector<int> localRankOf_;
-  std::vector<int> rankAt_;
+  std::vector<int> nodeStart_;  // [node]: index of its first rank in rankAt_; [nNodes]: n
+  std::vector<int> rankAt_;     // ranks grouped by node, local rank order
   std::vector<int> roundDelta_;  // index 0 is round 0 (intra-node, delta 0)
 };
 

@@ -74,7 +74,8 @@ const T& at(const char* base, size_t offset) {
 CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
                              const plan::Options& options, double timeoutS)
     : boot_(boot), topo_(topo), rank_(rank), n_(topo.nRanks()), node_(topo.nodeOf(rank)),
-      local_(topo.localRankOf(rank)), L_(topo.localSize()), nNodes_(topo.nNodes()),
+      local_(topo.localRankOf(rank)), L_(topo.localSize("the count exchange")),
+      nNodes_(topo.nNodes()),
       options_(options) {
   if (L_ > 1) {
     const size_t rec1 = sizeof(MetaHeader) + sizeof(Verdict) + 8 * ((size_t)nNodes_ + 3 * n_);
@@ -215,7 +216,7 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
   std::vector<uint64_t> fwd(L_, 0);
   std::vector<int64_t> last(L_, 0);
   if (v.ok()) {
-    const std::vector<int> base = plan::roundBases(in.roundChunks);
+    const std::vector<int> base = plan::roundBases(in.roundChunks, options_);
     const uint64_t slot = options_.slotBytes;
     for (int k = 1; k < nNodes_; ++k) {
       uint64_t start = 0;
@@ -254,6 +255,7 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
   in.relayIn.assign((size_t)nNodes_ * L_, 0);
   in.roundChunks.assign(nNodes_, 0);
   in.writerStep.assign(nNodes_, 0);
+  in.writerOffset.assign(nNodes_, 0);  // one writer per relay and round: nodes are equal
   in.relayStepsBefore = relaySteps_;
   myChunks_.assign(nNodes_, 0);
   for (int k = 1; k < nNodes_ && L_ > 1; ++k) {

@@ -71,7 +71,14 @@ struct Options {
   uint64_t maxPutBytes = 1ull << 30;   // RMACC_MAX_PUT_BYTES: larger puts are split
   bool entrySignals = true;            // per-call entry readiness signals (RMACC_ENTRY_SYNC);
                                        // false: the executor runs a barrier before the plan
+  // Node rounds whose busiest relay takes at most one slot share a pipeline position (batch),
+  // up to this many per position; 0: slots / 2, the most that keeps a slot's reuse two positions
+  // after its previous step (planner.cc); 1: one round per position. Larger values are capped.
+  int roundsPerBatch = 0;
 };
+
+// Rounds per batch that `options` allows: roundsPerBatch capped at slots / 2, at least 1.
+int roundsPerBatch(const Options& options);
 
 // State carried from one call to the next: the number of relay steps (chunks written into a
 // rank's relay buffer) that earlier calls made, per relay rank. Every rank derives the same

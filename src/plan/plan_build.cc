@@ -72,16 +72,36 @@ std::vector<Op> sortDrafts(std::vector<Draft>& drafts, int rank) {
   return ops;
 }
 
-std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks) {
-  const int nNodes = std::max<int>(1, (int)roundChunks.size());
+int roundsPerBatch(const Options& options) {
+  const int most = std::max(1, options.slots / 2);
+  return options.roundsPerBatch <= 0 ? most : std::min(options.roundsPerBatch, most);
+}
+
+// Why at most slots / 2 small rounds per position: a relay takes at most one step per small
+// round, so steps t .. t+S of one relay span at least three positions and the writer of step
+// t+S waits for its credit at least two positions after step t was put -- planner.cc's
+// deadlock argument, unchanged.
+std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks, const Options& options) {
+  const int nNodes = std::max<int>(1, (int)roundChunks.size()), perBatch = roundsPerBatch(options);
   std::vector<int> base(nNodes + 1, 0);
+  int next = 0;  // the first free position
+  int run = 0;   // small rounds at the position of round k-1 (0: it is not a small round's)
   for (int k = 1; k < nNodes; ++k) {
+    const bool small = roundChunks[k] <= 1;
+    if (small && run > 0 && run < perBatch) {
+      base[k] = base[k - 1];
+      ++run;
+    } else {
+      base[k] = next;
+      run = small ? 1 : 0;
+    }
     const uint64_t chunks = std::max<uint64_t>(1, roundChunks[k]);
     RMACC_ENFORCE((uint64_t)base[k] + chunks < (uint64_t)kFinalBatch / 2,
                   "too many pipeline steps (%llu chunks in round %d)",
                   (unsigned long long)chunks, k);
-    base[k + 1] = base[k] + (int)chunks;
+    next = base[k] + (int)chunks;
   }
+  base[nNodes] = next;
   return base;
 }
 

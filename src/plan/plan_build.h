@@ -62,7 +62,9 @@ inline uint64_t chunkCount(uint64_t len, uint64_t slot) { return (len + slot - 1
 std::vector<Op> sortDrafts(std::vector<Draft>& drafts, int rank);
 
 // First pipeline position of each round (index nNodes: one past the last), from the number of
-// positions each round k >= 1 occupies (at least one, for the direct puts).
-std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks);
+// relay chunks each round k >= 1 takes at its busiest relay. A round takes that many positions,
+// at least one (for the direct puts); consecutive rounds of at most one chunk share a position,
+// roundsPerBatch(options) of them at most (fewer batches when rounds carry little data).
+std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks, const Options& options);
 
 }  // namespace rmacc::plan

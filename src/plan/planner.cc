@@ -7,7 +7,9 @@
 //   entry signal (0,Start) -> entry wait (0,EntryWait) -> puts/forwards of any later batch;
 //   credit wait (p,CreditWait) -> relay put (p,Put) -> relay wait (p+1,RelayWait)
 //   -> forwards (p+1,Forward) -> credit for step t+S (p+1,Credit) -> its credit wait at
-//   (p',CreditWait) with p' >= p+2, because one relay's steps occupy distinct positions.
+//   (p',CreditWait) with p' >= p+2, because one relay takes at most S/2 steps per position
+//   (one per position in a round of several chunks; small rounds share a position only
+//   roundsPerBatch <= S/2 at a time, plan_build.cc roundBases).
 // So the unfinished op with the smallest key never waits on anything unfinished: with lanes
 // sorted by key there is no deadlock, whatever the counts. Matching waits to signals is also
 // in key order on both ends, so cumulative counts pair each wait with the intended signals.
@@ -25,8 +27,10 @@
 namespace rmacc::plan {
 namespace {
 
-// What relay R receives in one round: writer W's blocks for R's node-mates, back to back in
-// local-rank order, empty blocks skipped (PRIOR_ART §1.1 packing; R's own block goes direct).
+// What relay R receives in one round from one writer W: W's blocks for R's node-mates, back to
+// back in local-rank order, empty blocks skipped (PRIOR_ART §1.1 packing; R's own block goes
+// direct). With nodes of different sizes R may have several writers in a round (all ranks of
+// the sending node on R's rail, Topology::railLocal), or none.
 struct Payload {
   int writer = -1;
   std::vector<Block> blocks;
@@ -58,7 +62,7 @@ class Planner {
   uint64_t count(int src, int dst) const { return bytes_[(size_t)src * n_ + dst]; }
   int add(int rank, Op op, int batch, Phase phase, int keyBatch = -1);
   std::vector<int> writersInto(int dest) const;
-  Payload payloadOf(int relay, int k) const;
+  std::vector<Payload> payloadsOf(int relay, int k) const;
   void addEntry();
   void addIntraNode(int src);
   void layoutRounds();
@@ -105,9 +109,12 @@ std::vector<int> Planner::writersInto(int dest) const {
   for (int w = 0; w < n_; ++w) {
     if (w == dest) continue;
     bool writes = count(w, dest) > 0 &&
-                  (topo_.sameNode(w, dest) || topo_.localRankOf(w) == topo_.localRankOf(dest));
+                  (topo_.sameNode(w, dest) || topo_.railPeer(w, node) == dest);
+    // A node-mate also writes by forwarding what the ranks on its rail send here.
+    const int L = topo_.nodeSize(node), lw = topo_.localRankOf(w);
     for (int a = 0; !writes && topo_.sameNode(w, dest) && a < topo_.nNodes(); ++a) {
-      if (a != node) writes = count(topo_.rankAt(a, topo_.localRankOf(w)), dest) > 0;
+      for (int i = lw; !writes && a != node && i < topo_.nodeSize(a); i += L)
+        writes = count(topo_.rankAt(a, i), dest) > 0;
     }
     if (writes) writers.push_back(w);
   }
@@ -135,7 +142,7 @@ void Planner::addEntry() {
 // Intra-node blocks: CE puts in rotated local order (rank i starts at i+1, so the node's
 // ranks do not all hit the same peer first), the block to itself last, as a local copy.
 void Planner::addIntraNode(int src) {
-  const int node = topo_.nodeOf(src), i = topo_.localRankOf(src), L = topo_.localSize();
+  const int node = topo_.nodeOf(src), i = topo_.localRankOf(src), L = topo_.nodeSize(node);
   for (int step = 1; step < L; ++step) {
     const int d = topo_.rankAt(node, (i + step) % L);
     const int entry = entryWait_[(size_t)src * n_ + d];
@@ -150,37 +157,49 @@ void Planner::addIntraNode(int src) {
   if (count(src, src) > 0) add(src, selfCopyOp(src, count(src, src)), 0, kPhasePut);
 }
 
-Payload Planner::payloadOf(int relay, int k) const {
-  Payload p;
-  const int node = topo_.nodeOf(relay), i = topo_.localRankOf(relay);
-  p.writer = topo_.rankAt(topo_.recvNode(node, k), i);
-  for (int j = 0; j < topo_.localSize(); ++j) {
-    const int d = topo_.rankAt(node, j);
-    const uint64_t len = count(p.writer, d);
-    if (j == i || len == 0) continue;
-    p.blocks.push_back({d, p.total, len});
-    p.total += len;
+// The relay's round-k payloads, one per writer on its rail, writers in local-rank order.
+std::vector<Payload> Planner::payloadsOf(int relay, int k) const {
+  std::vector<Payload> ps;
+  const int node = topo_.nodeOf(relay), i = topo_.localRankOf(relay), L = topo_.nodeSize(node);
+  const int from = topo_.recvNode(node, k);
+  for (int wi = i; wi < topo_.nodeSize(from) && L > 1; wi += L) {
+    Payload p;
+    p.writer = topo_.rankAt(from, wi);
+    for (int j = 0; j < L; ++j) {
+      const int d = topo_.rankAt(node, j);
+      const uint64_t len = count(p.writer, d);
+      if (j == i || len == 0) continue;
+      p.blocks.push_back({d, p.total, len});
+      p.total += len;
+    }
+    ps.push_back(std::move(p));
   }
-  return p;
+  return ps;
 }
 
-// Round k occupies as many pipeline positions as its longest relay payload has chunks (at
-// least one, for the direct puts); chunk c of round k is put in batch roundBase_[k] + c and
-// forwarded in the next one.
+// Round k occupies as many pipeline positions as the relay with the most chunks in it takes
+// (at least one, for the direct puts). A relay's writers follow one another: chunk c of its
+// m-th writer is put in batch roundBase_[k] + (chunks of writers 0..m-1) + c and forwarded in
+// the next one, so a relay's steps of such a round occupy distinct positions (the deadlock
+// argument above needs at most S/2 of them per position).
 void Planner::layoutRounds() {
   std::vector<uint64_t> chunks(topo_.nNodes(), 0);
   for (int k = 1; k < topo_.nNodes(); ++k) {
-    for (int r = 0; r < n_ && topo_.localSize() > 1; ++r) {
-      chunks[k] = std::max(chunks[k], chunkCount(payloadOf(r, k).total, opt_.slotBytes));
+    for (int r = 0; r < n_; ++r) {
+      uint64_t total = 0;
+      for (const Payload& p : payloadsOf(r, k)) total += chunkCount(p.total, opt_.slotBytes);
+      chunks[k] = std::max(chunks[k], total);
     }
   }
-  roundBase_ = roundBases(chunks);
+  roundBase_ = roundBases(chunks, opt_);
 }
 
 void Planner::addRelay(int relay, int k) {
-  const Payload p = payloadOf(relay, k);
-  const uint64_t chunks = (p.total + opt_.slotBytes - 1) / opt_.slotBytes;
-  for (uint64_t c = 0; c < chunks; ++c) addChunk(relay, p, c, roundBase_[k] + (int)c);
+  int pos = roundBase_[k];
+  for (const Payload& p : payloadsOf(relay, k)) {
+    const uint64_t chunks = chunkCount(p.total, opt_.slotBytes);
+    for (uint64_t c = 0; c < chunks; ++c) addChunk(relay, p, c, pos++);
+  }
 }
 
 // One relay step: the writer's puts of payload [c*slot, ...) into slot t mod S of the relay,
@@ -305,7 +324,7 @@ Plan Planner::run() {
   for (int s = 0; s < n_; ++s) addIntraNode(s);
   layoutRounds();
   for (int k = 1; k < topo_.nNodes(); ++k) {
-    for (int r = 0; r < n_ && topo_.localSize() > 1; ++r) addRelay(r, k);
+    for (int r = 0; r < n_; ++r) addRelay(r, k);
     for (int s = 0; s < n_; ++s) addDirect(s, k);
   }
   bool anyRelay = false;

@@ -1,6 +1,8 @@
 // MatrixInputs (rank_planner.h): every rank's RankInputs from the whole byte matrix, the way
 // the full count exchange lets each rank compute them. The per-rank exchange of DESIGN.md §2
 // delivers the same values without the matrix; tests compare both planners through this.
+#include <climits>
+
 #include "core/error.h"
 #include "plan/plan_build.h"
 #include "plan/rank_planner.h"
@@ -17,45 +19,65 @@ MatrixInputs::MatrixInputs(const Topology& topo, const std::vector<uint64_t>& by
   RMACC_ARG_CHECK(before_.relaySteps.size() == (size_t)n_, "carry has %zu relay counters, expected %d",
                   before_.relaySteps.size(), n_);
   after_ = before_;
-  const int L = topo.localSize();
+  // chunks_: each writer's relay payload to each other node, in slots.
   for (int w = 0; w < n_; ++w) {
-    const int a = topo.nodeOf(w), i = topo.localRankOf(w);
-    for (int k = 1; k < nNodes_ && L > 1; ++k) {
-      const int b = topo.sendNode(a, k);
+    const int a = topo.nodeOf(w);
+    for (int k = 1; k < nNodes_; ++k) {
+      const int b = topo.sendNode(a, k), skip = topo.railLocal(topo.localRankOf(w), b);
       uint64_t total = 0;
-      for (int j = 0; j < L; ++j)
-        if (j != i) total += count(w, topo.rankAt(b, j));
+      for (int j = 0; j < topo.nodeSize(b); ++j)
+        if (j != skip) total += count(w, topo.rankAt(b, j));
       const uint64_t c = chunkCount(total, options.slotBytes);
       chunks_[(size_t)w * nNodes_ + b] = c;
-      roundChunks_[k] = std::max(roundChunks_[k], c);
-      after_.relaySteps[topo.rankAt(b, i)] += c;
+      after_.relaySteps[topo.railPeer(w, b)] += c;
     }
   }
-  roundBase_ = roundBases(roundChunks_);
+  // A round takes as many positions as its busiest relay: the chunks of all its writers.
+  for (int k = 1; k < nNodes_; ++k)
+    for (int r = 0; r < n_; ++r)
+      roundChunks_[k] = std::max(roundChunks_[k], chunksAt(r, k, INT_MAX));
+  roundBase_ = roundBases(roundChunks_, options_);
+}
+
+uint64_t MatrixInputs::chunksAt(int relay, int k, int below) const {
+  const Topology& t = topo_;
+  const int b = t.nodeOf(relay), from = t.recvNode(b, k), L = t.nodeSize(b);
+  uint64_t sum = 0;
+  for (int wi = t.localRankOf(relay); wi < t.nodeSize(from) && wi < below; wi += L)
+    sum += chunksTo(t.rankAt(from, wi), b);
+  return sum;
 }
 
 RankInputs MatrixInputs::of(int rank) const {
   const Topology& t = topo_;
-  const int node = t.nodeOf(rank), i = t.localRankOf(rank), L = t.localSize();
+  const int node = t.nodeOf(rank), i = t.localRankOf(rank), L = t.nodeSize(node);
+  const int W = relayWriterSlots(t, rank);
   RankInputs in;
   in.rank = rank;
   in.send.assign(bytes_.begin() + (size_t)rank * n_, bytes_.begin() + (size_t)(rank + 1) * n_);
   in.recv.resize(n_);
   for (int s = 0; s < n_; ++s) in.recv[s] = count(s, rank);
-  in.relayIn.assign((size_t)nNodes_ * L, 0);
+  in.relayIn.assign((size_t)nNodes_ * W * L, 0);
   in.writerStep.assign(nNodes_, 0);
+  in.writerOffset.assign(nNodes_, 0);
   for (int k = 1; k < nNodes_; ++k) {
-    const int w = t.rankAt(t.recvNode(node, k), i);
-    for (int j = 0; j < L; ++j) in.relayIn[(size_t)k * L + j] = count(w, t.rankAt(node, j));
-    // The relay's steps before this rank's: earlier calls, then earlier rounds of this call.
-    const int b = t.sendNode(node, k), relay = t.rankAt(b, i);
+    const int from = t.recvNode(node, k);
+    for (int m = 0; i + m * L < t.nodeSize(from); ++m) {
+      const int w = t.rankAt(from, i + m * L);
+      for (int j = 0; j < L; ++j)
+        in.relayIn[((size_t)k * W + m) * L + j] = count(w, t.rankAt(node, j));
+    }
+    // The relay's steps before this rank's: earlier calls, earlier rounds of this call, then
+    // the writers of this round with a lower local rank.
+    const int b = t.sendNode(node, k), relay = t.railPeer(rank, b);
     uint64_t step = before_.relaySteps[relay];
-    for (int e = 1; e < k; ++e) step += chunksTo(t.rankAt(t.recvNode(b, e), i), b);
-    in.writerStep[k] = step;
+    for (int e = 1; e < k; ++e) step += chunksAt(relay, e, INT_MAX);
+    in.writerOffset[k] = chunksAt(relay, k, i);
+    in.writerStep[k] = step + in.writerOffset[k];
   }
   in.roundChunks = roundChunks_;
   in.relayStepsBefore = before_.relaySteps[rank];
-  // What each local relay j forwards here: this rank's block of each round's payload, cut at
+  // What each local relay j forwards here: this rank's block of each of its payloads, cut at
   // slot boundaries (chunks) and at maxPutBytes (pieces).
   in.forwardSignals.assign(L, 0);
   in.forwardLastBatch.assign(L, 0);
@@ -63,16 +85,20 @@ RankInputs MatrixInputs::of(int rank) const {
   for (int j = 0; j < L; ++j) {
     if (j == i) continue;
     for (int k = 1; k < nNodes_; ++k) {
-      const int w = t.rankAt(t.recvNode(node, k), j);
-      const uint64_t len = count(w, rank);
-      if (len == 0) continue;
-      uint64_t start = 0;
-      for (int m = 0; m < i; ++m)
-        if (m != j) start += count(w, t.rankAt(node, m));
-      for (uint64_t c = start / slot; c * slot < start + len; ++c) {
-        const uint64_t lo = std::max(start, c * slot), hi = std::min(start + len, (c + 1) * slot);
-        in.forwardSignals[j] += pieceCount(hi - lo, options_.maxPutBytes);
-        in.forwardLastBatch[j] = std::max(in.forwardLastBatch[j], roundBase_[k] + (int)c + 1);
+      const int from = t.recvNode(node, k);
+      uint64_t pos = roundBase_[k];  // position of the current writer's first chunk at relay j
+      for (int wi = j; wi < t.nodeSize(from); wi += L) {
+        const int w = t.rankAt(from, wi);
+        const uint64_t len = count(w, rank);
+        uint64_t start = 0;
+        for (int m = 0; m < i && len > 0; ++m)
+          if (m != j) start += count(w, t.rankAt(node, m));
+        for (uint64_t c = start / slot; len > 0 && c * slot < start + len; ++c) {
+          const uint64_t lo = std::max(start, c * slot), hi = std::min(start + len, (c + 1) * slot);
+          in.forwardSignals[j] += pieceCount(hi - lo, options_.maxPutBytes);
+          in.forwardLastBatch[j] = std::max(in.forwardLastBatch[j], (int)(pos + c + 1));
+        }
+        pos += chunksTo(w, node);
       }
     }
   }

@@ -10,60 +10,113 @@
 namespace rmacc::plan {
 namespace {
 
+// A source that writes into this rank's receive buffer, for its completion wait.
+struct Source {
+  int rank;
+  uint64_t signals;
+  int last;
+};
+
+// What planning a call needs besides its result, kept from call to call (one per thread): at
+// 1,024 ranks a call drafts ~2,700 ops, and allocating drafts, dep lists, payload blocks and
+// per-rank tables anew each time cost about as much as building the ops (RESULTS §9).
+struct Scratch {
+  struct Draft {
+    Op op;  // op.deps stays empty: the deps are deps[depAt .. depAt + depCount)
+    int64_t key;
+    int depAt, depCount;
+  };
+  struct Step {
+    int writer, pos;
+    int fwdAt, fwdCount;  // its forward ops (draft ids) in `forwards`
+  };
+  std::vector<Draft> drafts;
+  std::vector<int> deps, forwards, where, order, bucket;
+  std::vector<Step> steps;
+  std::vector<int> roundBase, entryWait, writers, targets, roundFrom;
+  std::vector<Block> blocks;
+  std::vector<Source> srcs;
+};
+
 class RankPlanner {
  public:
-  RankPlanner(const Topology& topo, const Options& opt, const RankInputs& in)
+  RankPlanner(const Topology& topo, const Options& opt, const RankInputs& in, Scratch& s)
       : topo_(topo), opt_(opt), in_(in), me_(in.rank), node_(topo.nodeOf(me_)),
-        i_(topo.localRankOf(me_)), L_(topo.localSize()), nNodes_(topo.nNodes()),
-        entryWait_(topo.nRanks(), -1), step_(in.relayStepsBefore) {}
+        i_(topo.localRankOf(me_)), L_(topo.nodeSize(node_)), W_(relayWriterSlots(topo, me_)),
+        nNodes_(topo.nNodes()), s_(s), drafts_(s.drafts), roundBase_(s.roundBase),
+        entryWait_(s.entryWait), steps_(s.steps), step_(in.relayStepsBefore) {
+    drafts_.clear();
+    s.deps.clear();
+    s.forwards.clear();
+    steps_.clear();
+    entryWait_.assign(topo.nRanks(), -1);
+  }
 
-  RankPlanResult run();
+  void run(RankPlanResult& out);
 
  private:
   uint64_t send(int d) { ++work_.entriesRead; return in_.send[d]; }
   uint64_t recv(int s) { ++work_.entriesRead; return in_.recv[s]; }
-  uint64_t relayIn(int k, int j) { ++work_.entriesRead; return in_.relayIn[(size_t)k * L_ + j]; }
-  int add(Op op, int batch, Phase phase, int keyBatch = -1);
+  uint64_t relayIn(int k, int m, int j) {
+    ++work_.entriesRead;
+    return in_.relayIn[((size_t)k * W_ + m) * L_ + j];
+  }
+  // Local rank (on round k's sending node) of this rank's m-th round-k writer, or -1.
+  int writerLocal(int k, int m) const {
+    const int wi = i_ + m * L_;
+    return wi < topo_.nodeSize(topo_.recvNode(node_, k)) ? wi : -1;
+  }
+  int add(Op op, int batch, Phase phase, std::initializer_list<int> deps = {}, int keyBatch = -1);
+  int addDeps(const int* deps, int n);
+  void sortInto(RankPlan& out);
   bool forwardsTo(int j);
   void addEntry();
   void addIntraNode();
-  std::vector<Block> payload(int k, bool asRelay, uint64_t* total);
+  const std::vector<Block>& payload(int k, int m, uint64_t* total);
   void addWriterChunks(int k);
   void addRelayChunks(int k);
+  void addRelayWriter(int k, int m, int& pos);
   void addDirect(int k);
   void addCredits();
   void addFinalWaits();
 
-  struct Step {
-    int writer;
-    int pos;
-    std::vector<int> forwards;
-  };
-
   const Topology& topo_;
   const Options& opt_;
   const RankInputs& in_;
-  const int me_, node_, i_, L_, nNodes_;
-  std::vector<Draft> drafts_;
-  std::vector<int> roundBase_;
-  std::vector<int> entryWait_;  // [rank]: this rank's entry wait on it, or -1
-  std::vector<Step> steps_;     // this call's relay steps on this rank
+  const int me_, node_, i_, L_, W_, nNodes_;
+  Scratch& s_;
+  std::vector<Scratch::Draft>& drafts_;
+  std::vector<int>& roundBase_;
+  std::vector<int>& entryWait_;        // [rank]: this rank's entry wait on it, or -1
+  std::vector<Scratch::Step>& steps_;  // this call's relay steps on this rank
   uint64_t step_;               // next relay step
   PlanWork work_;
 };
 
-int RankPlanner::add(Op op, int batch, Phase phase, int keyBatch) {
+// Drafts `op` with its deps (draft ids; negative ones mean none).
+int RankPlanner::add(Op op, int batch, Phase phase, std::initializer_list<int> deps, int keyBatch) {
   op.batch = batch;
   const int64_t key = (int64_t)(keyBatch < 0 ? batch : keyBatch) * kNumPhases + phase;
-  drafts_.push_back({std::move(op), key});
+  const int at = (int)s_.deps.size();
+  for (int d : deps)
+    if (d >= 0) s_.deps.push_back(d);
+  drafts_.push_back({std::move(op), key, at, (int)s_.deps.size() - at});
   ++work_.opsBuilt;
+  return (int)drafts_.size() - 1;
+}
+
+// Gives the last draft `n` more deps (they follow its own in `deps`: nothing was drafted since).
+int RankPlanner::addDeps(const int* deps, int n) {
+  s_.deps.insert(s_.deps.end(), deps, deps + n);
+  drafts_.back().depCount += n;
   return (int)drafts_.size() - 1;
 }
 
 // Whether this rank, as a relay, forwards anything to local rank j in some round.
 bool RankPlanner::forwardsTo(int j) {
   for (int k = 1; k < nNodes_; ++k)
-    if (relayIn(k, j) > 0) return true;
+    for (int m = 0; writerLocal(k, m) >= 0; ++m)
+      if (relayIn(k, m, j) > 0) return true;
   return false;
 }
 
@@ -71,21 +124,28 @@ bool RankPlanner::forwardsTo(int j) {
 // writes into, each in rank order (planner.cc addEntry walks (dest, writer) pairs in rank order).
 void RankPlanner::addEntry() {
   if (!opt_.entrySignals) return;
-  std::vector<int> writers, targets;
+  std::vector<int>& writers = s_.writers;
+  std::vector<int>& targets = s_.targets;
+  writers.clear();
+  targets.clear();
   for (int j = 0; j < L_; ++j) {
     const int w = topo_.rankAt(node_, j);
     if (w == me_) continue;
-    bool writes = recv(w) > 0;  // directly, or forwarding what its rail peers send here
+    bool writes = recv(w) > 0;  // directly, or forwarding what the ranks on its rail send here
     for (int a = 0; !writes && a < nNodes_; ++a)
-      if (a != node_) writes = recv(topo_.rankAt(a, j)) > 0;
+      for (int wi = j; !writes && a != node_ && wi < topo_.nodeSize(a); wi += L_)
+        writes = recv(topo_.rankAt(a, wi)) > 0;
     if (writes) writers.push_back(w);
     if (send(w) > 0 || forwardsTo(j)) targets.push_back(w);
   }
   for (int a = 0; a < nNodes_; ++a) {
-    const int peer = topo_.rankAt(a, i_);
     if (a == node_) continue;
-    if (recv(peer) > 0) writers.push_back(peer);
-    if (send(peer) > 0) targets.push_back(peer);
+    for (int wi = i_; wi < topo_.nodeSize(a); wi += L_) {  // they put straight into this rank
+      const int peer = topo_.rankAt(a, wi);
+      if (recv(peer) > 0) writers.push_back(peer);
+    }
+    const int relay = topo_.railPeer(me_, a);
+    if (send(relay) > 0) targets.push_back(relay);
   }
   std::sort(writers.begin(), writers.end());
   std::sort(targets.begin(), targets.end());
@@ -107,24 +167,27 @@ void RankPlanner::addIntraNode() {
     const int entry = entryWait_[d];
     forEachPiece(send(d), opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
       add(putOp(Lane::kCePut, d, {Region::kSend, d, off}, {Region::kRecv, me_, off}, len,
-                kPlanCtxColl, kSigData, depsOf({entry})),
-          0, kPhasePut);
+                kPlanCtxColl, kSigData, {}),
+          0, kPhasePut, {entry});
     });
   }
   const uint64_t self = send(me_);
   if (self > 0) add(selfCopyOp(me_, self), 0, kPhasePut);
 }
 
-// The round-k relay payload this rank writes (asRelay false) or forwards (true): blocks for the
-// local ranks of the receiving node but the rail's own, in local order, empty ones skipped.
-std::vector<Block> RankPlanner::payload(int k, bool asRelay, uint64_t* total) {
-  std::vector<Block> blocks;
-  const int node = asRelay ? node_ : topo_.sendNode(node_, k);
+// The round-k relay payload this rank writes (m < 0) or forwards for its m-th writer: blocks
+// for the local ranks of the receiving node but the relay's own, in local order, empty ones
+// skipped.
+const std::vector<Block>& RankPlanner::payload(int k, int m, uint64_t* total) {
+  std::vector<Block>& blocks = s_.blocks;
+  blocks.clear();
+  const int node = m >= 0 ? node_ : topo_.sendNode(node_, k);
+  const int skip = m >= 0 ? i_ : topo_.railLocal(i_, node);
   *total = 0;
-  for (int j = 0; j < L_; ++j) {
-    if (j == i_) continue;
+  for (int j = 0; j < topo_.nodeSize(node); ++j) {
+    if (j == skip) continue;
     const int d = topo_.rankAt(node, j);
-    const uint64_t len = asRelay ? relayIn(k, j) : send(d);
+    const uint64_t len = m >= 0 ? relayIn(k, m, j) : send(d);
     if (len == 0) continue;
     blocks.push_back({d, *total, len});
     *total += len;
@@ -134,11 +197,11 @@ std::vector<Block> RankPlanner::payload(int k, bool asRelay, uint64_t* total) {
 
 void RankPlanner::addWriterChunks(int k) {
   uint64_t total;
-  const std::vector<Block> blocks = payload(k, false, &total);
+  const std::vector<Block>& blocks = payload(k, -1, &total);
   const int relay = topo_.railPeer(me_, topo_.sendNode(node_, k));
   const uint64_t slot = opt_.slotBytes, chunks = chunkCount(total, slot);
   for (uint64_t c = 0; c < chunks; ++c) {
-    const int pos = roundBase_[k] + (int)c;
+    const int pos = roundBase_[k] + (int)(in_.writerOffset[k] + c);
     const uint64_t t = in_.writerStep[k] + c, lo = c * slot, hi = std::min(total, lo + slot);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
     int credit = -1;
@@ -150,20 +213,25 @@ void RankPlanner::addWriterChunks(int k) {
       forEachPiece(segHi - segLo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
         add(putOp(Lane::kProxyPut, relay, {Region::kSend, b.dest, segLo - b.start + off},
                   {Region::kRelay, -1, slotOff + segLo - lo + off}, len, kPlanCtxColl, kSigRelay,
-                  depsOf({credit})),
-            pos, kPhasePut);
+                  {}),
+            pos, kPhasePut, {credit});
       });
     }
   }
 }
 
+// The relay steps of round k on this rank: its writers' chunks one after another.
 void RankPlanner::addRelayChunks(int k) {
+  int pos = roundBase_[k];
+  for (int m = 0; writerLocal(k, m) >= 0; ++m) addRelayWriter(k, m, pos);
+}
+
+void RankPlanner::addRelayWriter(int k, int m, int& pos) {
   uint64_t total;
-  const std::vector<Block> blocks = payload(k, true, &total);
-  const int w = topo_.rankAt(topo_.recvNode(node_, k), i_);
+  const std::vector<Block>& blocks = payload(k, m, &total);
+  const int w = topo_.rankAt(topo_.recvNode(node_, k), writerLocal(k, m));
   const uint64_t slot = opt_.slotBytes, chunks = chunkCount(total, slot);
-  for (uint64_t c = 0; c < chunks; ++c) {
-    const int pos = roundBase_[k] + (int)c;
+  for (uint64_t c = 0; c < chunks; ++c, ++pos) {
     const uint64_t t = step_++, lo = c * slot, hi = std::min(total, lo + slot);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
     uint64_t pieces = 0;
@@ -173,20 +241,20 @@ void RankPlanner::addRelayChunks(int k) {
     }
     const int data =
         add(waitOp(Lane::kProxyWait, w, kPlanCtxColl, kSigRelay, pieces), pos + 1, kPhaseRelayWait);
-    Step step{w, pos, {}};
+    Scratch::Step step{w, pos, (int)s_.forwards.size(), 0};
     for (const Block& b : blocks) {
       const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
       if (segLo >= segHi) continue;
       const int entry = entryWait_[b.dest];
       forEachPiece(segHi - segLo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
-        step.forwards.push_back(
+        s_.forwards.push_back(
             add(putOp(Lane::kCePut, b.dest, {Region::kRelay, -1, slotOff + segLo - lo + off},
-                      {Region::kRecv, w, segLo - b.start + off}, len, kPlanCtxColl, kSigData,
-                      depsOf({data, entry})),
-                pos + 1, kPhaseForward));
+                      {Region::kRecv, w, segLo - b.start + off}, len, kPlanCtxColl, kSigData, {}),
+                pos + 1, kPhaseForward, {data, entry}));
+        ++step.fwdCount;
       });
     }
-    steps_.push_back(std::move(step));
+    steps_.push_back(step);
   }
 }
 
@@ -195,8 +263,8 @@ void RankPlanner::addDirect(int k) {
   const int entry = entryWait_[d], pos = roundBase_[k];
   forEachPiece(send(d), opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
     add(putOp(Lane::kProxyPut, d, {Region::kSend, d, off}, {Region::kRecv, me_, off}, len,
-              kPlanCtxColl, kSigData, depsOf({entry})),
-        pos, kPhasePut);
+              kPlanCtxColl, kSigData, {}),
+        pos, kPhasePut, {entry});
   });
 }
 
@@ -208,9 +276,9 @@ void RankPlanner::addCredits() {
     if (t < slots) continue;
     Op credit = putOp(Lane::kProxyPut, steps_[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
     if (t - slots >= first) {
-      const Step& prev = steps_[s - slots];
-      credit.deps = prev.forwards;
+      const Scratch::Step& prev = steps_[s - slots];
       add(std::move(credit), prev.pos + 1, kPhaseCredit);
+      addDeps(s_.forwards.data() + prev.fwdAt, prev.fwdCount);
     } else {
       add(std::move(credit), 0, kPhaseStart);
     }
@@ -221,13 +289,10 @@ void RankPlanner::addCredits() {
 // plus what they forward, as RankInputs says) and rail peers of other nodes (direct puts in the
 // round that pairs their node with this one). In source order, then stably by last batch.
 void RankPlanner::addFinalWaits() {
-  struct Source {
-    int rank;
-    uint64_t signals;
-    int last;
-  };
-  std::vector<Source> srcs;
-  std::vector<int> roundFrom(nNodes_, 0);  // [node]: the round whose writers sit there
+  std::vector<Source>& srcs = s_.srcs;
+  srcs.clear();
+  std::vector<int>& roundFrom = s_.roundFrom;  // [node]: the round whose writers sit there
+  roundFrom.assign(nNodes_, 0);
   for (int k = 1; k < nNodes_; ++k) roundFrom[topo_.recvNode(node_, k)] = k;
   for (int j = 0; j < L_; ++j) {
     const int s = topo_.rankAt(node_, j);
@@ -237,63 +302,111 @@ void RankPlanner::addFinalWaits() {
     if (direct + fwd > 0) srcs.push_back({s, direct + fwd, fwd ? std::max(0, in_.forwardLastBatch[j]) : 0});
   }
   for (int a = 0; a < nNodes_; ++a) {
-    const int s = topo_.rankAt(a, i_);
-    if (a == node_) continue;
-    const uint64_t direct = pieceCount(recv(s), opt_.maxPutBytes);
-    if (direct > 0) srcs.push_back({s, direct, roundBase_[roundFrom[a]]});
+    for (int wi = i_; a != node_ && wi < topo_.nodeSize(a); wi += L_) {
+      const int s = topo_.rankAt(a, wi);
+      const uint64_t direct = pieceCount(recv(s), opt_.maxPutBytes);
+      if (direct > 0) srcs.push_back({s, direct, roundBase_[roundFrom[a]]});
+    }
   }
   std::sort(srcs.begin(), srcs.end(), [](const Source& a, const Source& b) { return a.rank < b.rank; });
   std::stable_sort(srcs.begin(), srcs.end(),
                    [](const Source& a, const Source& b) { return a.last < b.last; });
   for (const Source& s : srcs) {
     const Lane lane = topo_.sameNode(s.rank, me_) ? Lane::kCeWait : Lane::kProxyWait;
-    add(waitOp(lane, s.rank, kPlanCtxColl, kSigData, s.signals), s.last, kPhaseFinal, kFinalBatch);
+    add(waitOp(lane, s.rank, kPlanCtxColl, kSigData, s.signals), s.last, kPhaseFinal, {},
+        kFinalBatch);
   }
 }
 
-RankPlanResult RankPlanner::run() {
-  // Dense counts give about 2n + 6(L + nNodes) ops; reserving avoids regrowing (and
-  // re-faulting) the largest buffer of the call.
-  drafts_.reserve(2 * (size_t)topo_.nRanks() + 6 * (size_t)(L_ + nNodes_));
+// Orders the drafts by key, stably, into `out` (sortDrafts' result, without its sort): keys
+// below the final phase are batch * kNumPhases + phase with batch <= roundBase_[nNodes], so a
+// counting sort over those few buckets (plus one for the final waits) is linear. Ops of `out`
+// are overwritten in place, keeping their dep lists' memory.
+void RankPlanner::sortInto(RankPlan& out) {
+  const int64_t finalKey = (int64_t)kFinalBatch * kNumPhases;
+  const int finalBucket = (roundBase_[nNodes_] + 1) * kNumPhases;
+  std::vector<int>& bucket = s_.bucket;
+  std::vector<int>& where = s_.where;
+  bucket.assign(finalBucket + 2, 0);
+  auto bucketOf = [&](int64_t key) {
+    RMACC_ENFORCE(key >= finalKey || key < finalBucket, "r%d: op key %lld past the last batch",
+                  me_, (long long)key);
+    return key >= finalKey ? finalBucket : (int)key;
+  };
+  for (const Scratch::Draft& d : drafts_) ++bucket[bucketOf(d.key) + 1];
+  for (size_t b = 1; b < bucket.size(); ++b) bucket[b] += bucket[b - 1];
+  std::vector<int>& order = s_.order;
+  where.resize(drafts_.size());
+  order.resize(drafts_.size());
+  for (size_t i = 0; i < drafts_.size(); ++i) {
+    where[i] = bucket[bucketOf(drafts_[i].key)]++;
+    order[where[i]] = (int)i;
+  }
+  // Written in output order: the result is filled front to back, drafts are read in key order.
+  out.ops.resize(drafts_.size());
+  for (size_t at = 0; at < drafts_.size(); ++at) {
+    Scratch::Draft& d = drafts_[order[at]];
+    Op& op = out.ops[at];
+    std::vector<int> deps = std::move(op.deps);
+    op = std::move(d.op);
+    deps.clear();
+    for (int k = 0; k < d.depCount; ++k) {
+      const int dep = where[s_.deps[d.depAt + k]];
+      RMACC_ENFORCE(dep < (int)at, "r%d op %zu depends on later op %d", me_, at, dep);
+      deps.push_back(dep);
+    }
+    if (deps.size() > 1) std::sort(deps.begin(), deps.end());
+    op.deps = std::move(deps);
+  }
+}
+
+void RankPlanner::run(RankPlanResult& out) {
   work_.entriesRead += in_.roundChunks.size();
-  roundBase_ = roundBases(in_.roundChunks);
+  roundBase_ = roundBases(in_.roundChunks, opt_);
   addEntry();
   addIntraNode();
   for (int k = 1; k < nNodes_; ++k) {
-    if (L_ > 1) {
-      addWriterChunks(k);
-      addRelayChunks(k);
-    }
+    if (topo_.nodeSize(topo_.sendNode(node_, k)) > 1) addWriterChunks(k);
+    if (L_ > 1) addRelayChunks(k);
     addDirect(k);
   }
   addCredits();
   addFinalWaits();
-  RankPlanResult r;
-  r.plan.ops = sortDrafts(drafts_, me_);
-  r.relayStepsAfter = step_;
-  r.work = work_;
-  return r;
+  sortInto(out.plan);
+  out.relayStepsAfter = step_;
+  out.work = work_;
 }
 
 }  // namespace
 
 RankPlanResult makeRankPlan(const Topology& topo, const Options& options, const RankInputs& in) {
-  const size_t n = (size_t)topo.nRanks(), nNodes = (size_t)topo.nNodes(), L = (size_t)topo.localSize();
+  RankPlanResult out;
+  makeRankPlan(topo, options, in, out);
+  return out;
+}
+
+void makeRankPlan(const Topology& topo, const Options& options, const RankInputs& in,
+                  RankPlanResult& out) {
+  const size_t n = (size_t)topo.nRanks(), nNodes = (size_t)topo.nNodes();
   RMACC_ARG_CHECK(in.rank >= 0 && (size_t)in.rank < n, "rank %d outside 0..%zu", in.rank, n - 1);
+  const size_t L = (size_t)topo.nodeSize(topo.nodeOf(in.rank));
+  const size_t W = (size_t)relayWriterSlots(topo, in.rank);
   RMACC_ARG_CHECK(in.send.size() == n && in.recv.size() == n,
                   "send/recv counts have %zu/%zu entries, expected %zu", in.send.size(),
                   in.recv.size(), n);
-  RMACC_ARG_CHECK(in.relayIn.size() == nNodes * L && in.roundChunks.size() == nNodes &&
-                      in.writerStep.size() == nNodes,
-                  "relay inputs sized %zu/%zu/%zu, expected %zu/%zu/%zu", in.relayIn.size(),
-                  in.roundChunks.size(), in.writerStep.size(), nNodes * L, nNodes, nNodes);
+  RMACC_ARG_CHECK(in.relayIn.size() == nNodes * W * L && in.roundChunks.size() == nNodes &&
+                      in.writerStep.size() == nNodes && in.writerOffset.size() == nNodes,
+                  "relay inputs sized %zu/%zu/%zu/%zu, expected %zu/%zu/%zu/%zu", in.relayIn.size(),
+                  in.roundChunks.size(), in.writerStep.size(), in.writerOffset.size(),
+                  nNodes * W * L, nNodes, nNodes, nNodes);
   RMACC_ARG_CHECK(in.forwardSignals.size() == L && in.forwardLastBatch.size() == L,
                   "forward inputs have %zu/%zu entries, expected %zu", in.forwardSignals.size(),
                   in.forwardLastBatch.size(), L);
   RMACC_ARG_CHECK(options.slots >= 2, "relay slots must be >= 2, got %d", options.slots);
   RMACC_ARG_CHECK(options.slotBytes > 0, "relay slot size must be > 0");
   RMACC_ARG_CHECK(options.maxPutBytes > 0, "max put size must be > 0");
-  return RankPlanner(topo, options, in).run();
+  thread_local Scratch scratch;
+  RankPlanner(topo, options, in, scratch).run(out);
 }
 
 }  // namespace rmacc::plan

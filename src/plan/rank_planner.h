@@ -13,14 +13,16 @@
 namespace rmacc::plan {
 
 // Everything rank `rank` needs to plan a call. Node N = topo.nodeOf(rank), local rank i, L ranks
-// per node; round k = 1 .. nNodes-1 as in Topology; "the round-k writer" of this rank is
-// rankAt(recvNode(N, k), i), the rank whose relay payload this rank forwards in round k, and
-// "the round-k relay" is railPeer(rank, sendNode(N, k)), the rank this rank's payload goes to.
+// on node N; round k = 1 .. nNodes-1 as in Topology; "the round-k writers" of this rank are the
+// ranks rankAt(recvNode(N, k), i + m*L), m = 0, 1, ... while that node has them (one when nodes
+// have equal sizes; Topology::railLocal), whose relay payloads this rank forwards in round k,
+// and "the round-k relay" is railPeer(rank, sendNode(N, k)), the rank this rank's payload goes to.
 struct RankInputs {
   int rank = -1;
   std::vector<uint64_t> send;  // [n] bytes this rank sends to each rank
   std::vector<uint64_t> recv;  // [n] bytes this rank receives from each rank
-  // [k * L + j]: bytes the round-k writer sends to local rank j of node N (row 0 unused).
+  // [(k * W + m) * L + j], W = relayWriterSlots(topo, rank): bytes the m-th round-k writer sends
+  // to local rank j of node N (row k = 0 unused; writers that do not exist: zeros).
   std::vector<uint64_t> relayIn;
   // [k]: pipeline positions of round k are max(1, roundChunks[k]): the largest number of relay
   // chunks any relay of the communicator takes in round k (index 0 unused). Global: the same on
@@ -29,6 +31,9 @@ struct RankInputs {
   uint64_t relayStepsBefore = 0;        // this rank's relay steps in earlier calls
   // [k]: relay step (at the round-k relay, counted over calls) of this rank's first chunk there.
   std::vector<uint64_t> writerStep;
+  // [k]: pipeline positions taken at the round-k relay by the writers before this rank (the
+  // ranks of node N on the same rail with a lower local rank; 0 when nodes have equal sizes).
+  std::vector<uint64_t> writerOffset;
   // [j]: kSigData signals local relay j sends this rank by forwarding, and the batch of the last.
   std::vector<uint64_t> forwardSignals;
   std::vector<int> forwardLastBatch;
@@ -47,8 +52,20 @@ struct RankPlanResult {
   PlanWork work;
 };
 
+// The most writers a relay on `rank`'s node can have in one round: ceil(largest node / L).
+inline int relayWriterSlots(const Topology& topo, int rank) {
+  const int L = topo.nodeSize(topo.nodeOf(rank));
+  return (topo.maxNodeSize() + L - 1) / L;
+}
+
 // Throws rmaccInvalidArgument on inconsistent inputs (sizes that do not match the topology).
+// Work tables are kept per thread from call to call, so a call allocates little besides its
+// result.
 RankPlanResult makeRankPlan(const Topology& topo, const Options& options, const RankInputs& in);
+// The same into `out`, whose ops (and their dep lists) are overwritten in place: a caller that
+// keeps one result across calls allocates nothing once the shapes settle.
+void makeRankPlan(const Topology& topo, const Options& options, const RankInputs& in,
+                  RankPlanResult& out);
 
 // The reference derivation of every rank's inputs from the whole byte matrix and the global
 // carry (what the count exchange would deliver). O(n^2) once, then O(n) per rank.
@@ -63,6 +80,9 @@ class MatrixInputs {
 
  private:
   uint64_t chunksTo(int writer, int node) const { return chunks_[(size_t)writer * nNodes_ + node]; }
+  // Relay steps the writers on `relay`'s rail of round k's sending node take there, for those
+  // with a local rank below `below` (all with INT_MAX).
+  uint64_t chunksAt(int relay, int k, int below) const;
   uint64_t count(int s, int d) const { return bytes_[(size_t)s * n_ + d]; }
 
   const Topology& topo_;

@@ -21,8 +21,8 @@ std::vector<uint64_t> relayStepsBefore(const Plan& plan) {
   return steps.empty() ? std::vector<uint64_t>(plan.topo.nRanks(), 0) : steps;
 }
 
-// Recomputes DESIGN.md §2's relay layout from the count matrix: round k, relay r, writer
-// w = (node r - delta_k, rail of r); w's blocks for r's node-mates back to back in local-rank
+// Recomputes DESIGN.md §2's relay layout from the count matrix: round k, relay r, writers
+// w = (node r - delta_k, local rank l) with l mod (size of r's node) = rail of r, in order; w's blocks for r's node-mates back to back in local-rank
 // order, empty ones skipped; ceil(total / slotBytes) steps numbered on from Plan::before.
 RelayOracle::RelayOracle(const Plan& plan)
     : n_(plan.topo.nRanks()), slotBytes_(plan.options.slotBytes),
@@ -35,19 +35,23 @@ RelayOracle::RelayOracle(const Plan& plan)
   }
   for (int k = 1; k < t.nNodes(); ++k) {
     for (int r = 0; r < n_; ++r) {
-      const int node = t.nodeOf(r), rail = t.localRankOf(r);
-      const int w = t.rankAt(t.recvNode(node, k), rail);
-      uint64_t pos = 0;
-      for (int j = 0; j < t.localSize(); ++j) {
-        const int d = t.rankAt(node, j);
-        const uint64_t len = plan.bytes[key(w, d)];
-        if (j == rail || len == 0) continue;
-        relay_[key(w, d)] = r;
-        firstStep_[key(w, d)] = after_[r];
-        start_[key(w, d)] = pos;
-        pos += len;
+      const int node = t.nodeOf(r), rail = t.localRankOf(r), L = t.nodeSize(node);
+      const int from = t.recvNode(node, k);
+      // Writers on r's rail (Topology::railLocal: local ranks rail, rail + L, ...), in order.
+      for (int wi = rail; L > 1 && wi < t.nodeSize(from); wi += L) {
+        const int w = t.rankAt(from, wi);
+        uint64_t pos = 0;
+        for (int j = 0; j < L; ++j) {
+          const int d = t.rankAt(node, j);
+          const uint64_t len = plan.bytes[key(w, d)];
+          if (j == rail || len == 0) continue;
+          relay_[key(w, d)] = r;
+          firstStep_[key(w, d)] = after_[r];
+          start_[key(w, d)] = pos;
+          pos += len;
+        }
+        after_[r] += (pos + slotBytes_ - 1) / slotBytes_;
       }
-      after_[r] += (pos + slotBytes_ - 1) / slotBytes_;
     }
   }
 }
