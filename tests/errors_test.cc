@@ -201,8 +201,10 @@ TEST_P(BadInitArgument, OtherRanksFailPromptly) {
       EXPECT_EQ(r, rmaccInvalidArgument) << why;
     } else {
       EXPECT_NE(r, rmaccSuccess) << "rank " << ctx.rank << " joined without rank " << bad;
+      // Usually "another rank failed its init"; a rank whose hello was still in flight when
+      // the root finished gets a closed connection or a refused connect: also a prompt
+      // rmaccRemoteError, which is what this test is about.
       EXPECT_EQ(r, rmaccRemoteError) << why;
-      EXPECT_NE(why.find("failed its init"), std::string::npos) << why;
     }
     // Generous for a loaded machine, far below the 60 s the others waited before.
     EXPECT_LT(t, 10.0) << "rank " << ctx.rank << ": " << why;
@@ -212,7 +214,15 @@ TEST_P(BadInitArgument, OtherRanksFailPromptly) {
 
 INSTANTIATE_TEST_SUITE_P(Init, BadInitArgument,
                          testing::Values(BadInit::kNullComm, BadInit::kNegativeRank,
-                                         BadInit::kRankEqualsNRanks, BadInit::kZeroRanks));
+                                         BadInit::kRankEqualsNRanks, BadInit::kZeroRanks),
+                         [](const testing::TestParamInfo<BadInit>& info) {
+                           switch (info.param) {
+                             case BadInit::kNullComm: return std::string("NullComm");
+                             case BadInit::kNegativeRank: return std::string("NegativeRank");
+                             case BadInit::kRankEqualsNRanks: return std::string("RankEqualsNRanks");
+                             default: return std::string("ZeroRanks");
+                           }
+                         });
 
 // A rank killed mid-test: every survivor's next synchronisation fails within the timeout.
 class DeadPeer : public testing::TestWithParam<std::vector<int>> {};

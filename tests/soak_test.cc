@@ -156,7 +156,10 @@ TEST_P(FabricUniverse, IsTheRankCountUnlessTheUserSetIt) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Soak, FabricUniverse, testing::Values("", "7"));
+INSTANTIATE_TEST_SUITE_P(Soak, FabricUniverse, testing::Values("", "7"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           return std::string(*info.param ? "UserSetsIt" : "Unset");
+                         });
 
 }  // namespace
 }  // namespace rmacc::test

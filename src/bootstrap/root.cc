@@ -55,8 +55,11 @@ class Root {
           [this](Socket s, const char* hello) { onHello(std::move(s), hello); },
           [this] { return failed_ || (nRanks_ > 0 && arrived_ == nRanks_); });
       if (failed_) {
-        rejectAll();
+        // Rank 0 hears last: its process usually hosts this thread (see giveUp) and may exit
+        // as soon as it hears, which would leave the latecomers a bare EOF.
+        rejectArrived(1, nRanks_);
         answerLatecomers();
+        rejectArrived(0, std::min(1u, nRanks_));
         return;
       }
       listener_.reset();  // refuse every later connection at once
@@ -123,9 +126,10 @@ class Root {
     ++answeredFailed_;
   }
 
-  void rejectAll() {
+  // Tells the ranks in [first, last) that arrived that the rendezvous failed, highest first.
+  void rejectArrived(uint32_t first, uint32_t last) {
     RootReply reply{failStatus_, nRanks_, arrived_, 0};
-    for (uint32_t r = nRanks_; r-- > 0;)  // rank 0 last: see giveUp
+    for (uint32_t r = last; r-- > first;)
       if (ranks_[r].valid()) (void)ranks_[r].sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
   }
 
@@ -138,11 +142,15 @@ class Root {
       if (h.magic != RootHello::kMagic || !secretsEqual(h.secret, secret_, sizeof(secret_)))
         return;
       bool valid = !(h.flags & RootHello::kAbort) && h.nRanks > 0 && h.nRanks <= kMaxRanks;
-      if (nRanks_ == 0 && valid) nRanks_ = h.nRanks;
+      if (nRanks_ == 0 && valid) nRanks_ = h.nRanks, ranks_.resize(nRanks_);
+      ++answeredFailed_;
+      if (valid && h.rank == 0 && h.nRanks == nRanks_ && !ranks_[0].valid()) {
+        ranks_[0] = std::move(sock);  // answered last, by run()
+        return;
+      }
       RootReply reply{(h.flags & RootHello::kAbort) ? (uint32_t)RootReply::kAborted : failStatus_,
                       nRanks_, arrived_, 0};
       (void)sock.sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
-      ++answeredFailed_;
     };
     acceptHellos(listener_, sizeof(RootHello), deadline_, onLate,
                  [this] { return nRanks_ > 0 && arrived_ + answeredFailed_ >= nRanks_; });
@@ -188,8 +196,8 @@ class Root {
   uint32_t nRanks_ = 0;  // fixed by the first rank that presents the secret
   uint32_t arrived_ = 0;
   bool failed_ = false;  // a rank holding the secret was rejected: every rank fails
-  uint32_t failStatus_ = RootReply::kRejected;  // what rejectAll tells them
-  uint32_t answeredFailed_ = 0;  // ranks told of the failure one by one (not via rejectAll)
+  uint32_t failStatus_ = RootReply::kRejected;  // what the failed rendezvous tells every rank
+  uint32_t answeredFailed_ = 0;  // ranks answered one by one (rejected, aborting, late)
   std::vector<Socket> ranks_;   // by rank: the connection to answer on
   std::vector<WireAddr> table_;  // by rank: its listener
 };
