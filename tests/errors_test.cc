@@ -170,6 +170,60 @@ TEST(Init, RankThatNeverArrivesTimesOut) {
   });
 }
 
+// One rank passes a bad argument to rmaccCommInitRank (it holds a valid id): it fails at once
+// with rmaccInvalidArgument, and it tells the root, so the others fail within seconds instead of
+// waiting for it until RMACC_TIMEOUT_S (60 s here).
+enum class BadInit { kNullComm, kNegativeRank, kRankEqualsNRanks, kZeroRanks };
+
+class BadInitArgument : public testing::TestWithParam<BadInit> {};
+
+TEST_P(BadInitArgument, OtherRanksFailPromptly) {
+  const int n = 3, bad = 1;
+  RunOptions o = netOptions({}, 200);
+  o.env.push_back({"RMACC_TIMEOUT_S", "60"});
+  runRanks(n, o, [&](const RankContext& ctx) {
+    rmaccComm_t comm = nullptr;
+    rmaccComm_t* out = &comm;
+    int nranks = n, rank = ctx.rank;
+    if (ctx.rank == bad) {
+      switch (GetParam()) {
+        case BadInit::kNullComm: out = nullptr; break;
+        case BadInit::kNegativeRank: rank = -1; break;
+        case BadInit::kRankEqualsNRanks: rank = n; break;
+        case BadInit::kZeroRanks: nranks = 0; break;
+      }
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    rmaccResult_t r = rmaccCommInitRank(out, nranks, ctx.id, rank);
+    double t = since(t0);
+    std::string why = rmaccGetLastError(nullptr);
+    if (ctx.rank == bad) {
+      EXPECT_EQ(r, rmaccInvalidArgument) << why;
+    } else {
+      EXPECT_NE(r, rmaccSuccess) << "rank " << ctx.rank << " joined without rank " << bad;
+      // Usually "another rank failed its init"; a rank whose hello was still in flight when
+      // the root finished gets a closed connection or a refused connect: also a prompt
+      // rmaccRemoteError, which is what this test is about.
+      EXPECT_EQ(r, rmaccRemoteError) << why;
+    }
+    // Generous for a loaded machine, far below the 60 s the others waited before.
+    EXPECT_LT(t, 10.0) << "rank " << ctx.rank << ": " << why;
+    if (r == rmaccSuccess) rmaccCommDestroy(comm);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Init, BadInitArgument,
+                         testing::Values(BadInit::kNullComm, BadInit::kNegativeRank,
+                                         BadInit::kRankEqualsNRanks, BadInit::kZeroRanks),
+                         [](const testing::TestParamInfo<BadInit>& info) {
+                           switch (info.param) {
+                             case BadInit::kNullComm: return std::string("NullComm");
+                             case BadInit::kNegativeRank: return std::string("NegativeRank");
+                             case BadInit::kRankEqualsNRanks: return std::string("RankEqualsNRanks");
+                             default: return std::string("ZeroRanks");
+                           }
+                         });
+
 // A rank killed mid-test: every survivor's next synchronisation fails within the timeout.
 class DeadPeer : public testing::TestWithParam<std::vector<int>> {};
 

@@ -6,9 +6,11 @@
 // opens an internal completion queue of (msg tx size + msg rx size) x FI_UNIVERSE_SIZE entries
 // (a 12 MiB calloc'd ring at the default universe of 256 on tcp), and its entries are written
 // one after another, so each page becomes resident the first time the ring reaches it: ~0.37
-// KiB a call on 2 x 2 until the ring wraps after ~33,000 calls, flat from then on. This test
-// sets FI_UNIVERSE_SIZE to its 4 ranks, so that ring wraps within the warm-up and what is left
-// to bound is rmacc's own memory (and the rest of libfabric's).
+// KiB a call on 2 x 2 until the ring wraps after ~33,000 calls, flat from then on. rmacc now
+// sets FI_UNIVERSE_SIZE to the communicator's rank count when the user has not
+// (net/fabric_universe.cc), so under default settings that ring wraps within the warm-up and
+// what is left to bound is rmacc's own memory (and the rest of libfabric's). The test runs
+// without FI_UNIVERSE_SIZE in its ranks' environment on purpose.
 //
 // RMACC_SOAK_CALLS sets the number of calls (CI: the default, about a minute here; 100,000 for
 // the figure).
@@ -90,8 +92,9 @@ TEST(Soak, AlltoallvResidentMemoryStaysFlat) {
   o.nodeOf = nodes && atoi(nodes) == 1 ? scatteredNodes(1, 4) : scatteredNodes(2, 2);
   o.timeoutS = 1500;
   o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
-           {"RMACC_TIMEOUT_S", "30"}, {"FI_UNIVERSE_SIZE", "4"}};  // see the top of the file
+           {"RMACC_TIMEOUT_S", "30"}};
   runRanks(4, o, [&](const RankContext& ctx) {
+    unsetenv("FI_UNIVERSE_SIZE");  // default settings: see the top of the file
     const int n = ctx.nRanks, me = ctx.rank;
     constexpr size_t kScale = 24;  // elements per pair on average
     TestComm comm(ctx);
@@ -132,6 +135,31 @@ TEST(Soak, AlltoallvResidentMemoryStaysFlat) {
       printf("[ soak     ] rank 0: mappings that changed most:\n%s", grownMappings(mapsWarm).c_str());
   });
 }
+
+// The universe libfabric sizes its internal rings by is the job's, set by the first
+// communicator that opens the network, and a user's own FI_UNIVERSE_SIZE is left alone.
+class FabricUniverse : public testing::TestWithParam<const char*> {};
+
+TEST_P(FabricUniverse, IsTheRankCountUnlessTheUserSetIt) {
+  const char* user = GetParam();
+  RunOptions o;
+  o.nodeOf = scatteredNodes(2, 2);
+  o.timeoutS = 120;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"}};
+  runRanks(4, o, [&](const RankContext& ctx) {
+    if (*user) setenv("FI_UNIVERSE_SIZE", user, 1);
+    else unsetenv("FI_UNIVERSE_SIZE");
+    TestComm comm(ctx);
+    const char* now = getenv("FI_UNIVERSE_SIZE");
+    ASSERT_NE(now, nullptr);
+    EXPECT_STREQ(now, *user ? user : "4");
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Soak, FabricUniverse, testing::Values("", "7"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           return std::string(*info.param ? "UserSetsIt" : "Unset");
+                         });
 
 }  // namespace
 }  // namespace rmacc::test

@@ -106,14 +106,21 @@ RMACC_API rmaccResult_t rmaccGetUniqueId(rmaccUniqueId* uniqueId) {
 RMACC_API rmaccResult_t rmaccCommInitRank(rmaccComm_t* comm, int nranks, rmaccUniqueId commId,
                                           int rank) {
   return guarded(nullptr, "rmaccCommInitRank", [&] {
-    RMACC_ARG_CHECK(comm, "comm is NULL");
-    *comm = nullptr;
-    auto c = std::make_unique<rmaccComm>();
-    c->impl = Comm::create(nranks, commId, rank);
-    LiveComms& live = liveComms();
-    std::lock_guard<std::mutex> lock(live.mu);
-    live.handles.insert(c.get());
-    *comm = c.release();
+    try {
+      RMACC_ARG_CHECK(comm, "comm is NULL");
+      *comm = nullptr;
+      auto c = std::make_unique<rmaccComm>();
+      c->impl = Comm::create(nranks, commId, rank);
+      LiveComms& live = liveComms();
+      std::lock_guard<std::mutex> lock(live.mu);
+      live.handles.insert(c.get());
+      *comm = c.release();
+    } catch (...) {
+      // The other ranks wait for this one at the root: tell it, so that they fail now rather
+      // than at RMACC_TIMEOUT_S. After the rendezvous the root is gone and this is a refusal.
+      abortRendezvous(commId, rank, nranks);
+      throw;
+    }
   });
 }
 

@@ -85,4 +85,10 @@ void createUniqueId(rmaccUniqueId* id);
 std::unique_ptr<Bootstrap> createTcpBootstrap(const rmaccUniqueId& id, int rank, int nRanks,
                                               double timeoutS);
 
+// Best effort, bounded by about a second, never throws: tells the root named in `id` (when the
+// id is well formed) that this rank's init failed, so the root fails every rank's rendezvous
+// now instead of letting them wait for this one until their timeout. `rank` and `nRanks` are
+// what the caller passed (they may be the invalid argument); they are only logged.
+void abortRendezvous(const rmaccUniqueId& id, int rank, int nRanks);
+
 }  // namespace rmacc

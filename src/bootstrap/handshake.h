@@ -19,13 +19,17 @@ struct RootHello {
   uint32_t rank;
   uint32_t nRanks;
   WireAddr listen;
-  uint32_t pad;
+  // kAbort: the rank failed its init before it could join (a bad argument, a local error);
+  // rank and nRanks are what it was given, possibly invalid. The root fails every rank now.
+  uint32_t flags;
+  static constexpr uint32_t kAbort = 1;
 };
 static_assert(sizeof(RootHello) == 72, "RootHello is a wire format");
 
 // The root's answer; with kOk it is followed by nRanks WireAddr (the listeners, by rank).
 struct RootReply {
-  enum Status : uint32_t { kOk = 0, kTimedOut = 1, kRejected = 2 };
+  // kAborted: a rank reported that its own init failed (RootHello::kAbort).
+  enum Status : uint32_t { kOk = 0, kTimedOut = 1, kRejected = 2, kAborted = 3 };
   uint32_t status;
   uint32_t nRanks;   // as the root knows it (from the first rank that arrived)
   uint32_t arrived;  // ranks that had arrived when the root answered

@@ -54,10 +54,16 @@ class Root {
           listener_, sizeof(RootHello), deadline_,
           [this](Socket s, const char* hello) { onHello(std::move(s), hello); },
           [this] { return failed_ || (nRanks_ > 0 && arrived_ == nRanks_); });
+      if (failed_) {
+        // Rank 0 hears last: its process usually hosts this thread (see giveUp) and may exit
+        // as soon as it hears, which would leave the latecomers a bare EOF.
+        rejectArrived(1, nRanks_);
+        answerLatecomers();
+        rejectArrived(0, std::min(1u, nRanks_));
+        return;
+      }
       listener_.reset();  // refuse every later connection at once
-      if (failed_)
-        rejectAll();
-      else if (complete)
+      if (complete)
         sendTable();
       else
         giveUp();
@@ -74,6 +80,7 @@ class Root {
       WARN("bootstrap root: dropped a connection that did not present the id's secret");
       return;  // closing `sock` is the whole answer: a stranger learns nothing
     }
+    if (h.flags & RootHello::kAbort) return onAbort(std::move(sock), h);
     if (h.nRanks == 0 || h.nRanks > kMaxRanks || h.rank >= h.nRanks)
       return reject(std::move(sock), h, "an invalid rank or rank count");
     if (nRanks_ == 0) {
@@ -104,12 +111,49 @@ class Root {
     RootReply reply{RootReply::kRejected, nRanks_, arrived_, 0};
     (void)sock.sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
     failed_ = true;
+    ++answeredFailed_;
   }
 
-  void rejectAll() {
-    RootReply reply{RootReply::kRejected, nRanks_, arrived_, 0};
-    for (uint32_t r = nRanks_; r-- > 0;)  // rank 0 last: see giveUp
+  // A rank holding the secret failed before it could join: nobody can form the communicator,
+  // so every rank that arrived (and, through the closed listener, every later one) fails now.
+  void onAbort(Socket sock, const RootHello& h) {
+    WARN("bootstrap root: rank %d of %d failed its init and aborted the rendezvous",
+         (int)h.rank, (int)h.nRanks);
+    RootReply reply{RootReply::kAborted, nRanks_, arrived_, 0};
+    (void)sock.sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
+    failed_ = true;
+    failStatus_ = RootReply::kAborted;
+    ++answeredFailed_;
+  }
+
+  // Tells the ranks in [first, last) that arrived that the rendezvous failed, highest first.
+  void rejectArrived(uint32_t first, uint32_t last) {
+    RootReply reply{failStatus_, nRanks_, arrived_, 0};
+    for (uint32_t r = last; r-- > first;)
       if (ranks_[r].valid()) (void)ranks_[r].sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
+  }
+
+  // Ranks that arrive after the rendezvous failed are told why (rather than finding the port
+  // closed, which reads as a dead root), until every rank has been answered or the deadline.
+  void answerLatecomers() {
+    auto onLate = [this](Socket sock, const char* bytes) {
+      RootHello h;
+      memcpy(&h, bytes, sizeof(h));
+      if (h.magic != RootHello::kMagic || !secretsEqual(h.secret, secret_, sizeof(secret_)))
+        return;
+      bool valid = !(h.flags & RootHello::kAbort) && h.nRanks > 0 && h.nRanks <= kMaxRanks;
+      if (nRanks_ == 0 && valid) nRanks_ = h.nRanks, ranks_.resize(nRanks_);
+      ++answeredFailed_;
+      if (valid && h.rank == 0 && h.nRanks == nRanks_ && !ranks_[0].valid()) {
+        ranks_[0] = std::move(sock);  // answered last, by run()
+        return;
+      }
+      RootReply reply{(h.flags & RootHello::kAbort) ? (uint32_t)RootReply::kAborted : failStatus_,
+                      nRanks_, arrived_, 0};
+      (void)sock.sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
+    };
+    acceptHellos(listener_, sizeof(RootHello), deadline_, onLate,
+                 [this] { return nRanks_ > 0 && arrived_ + answeredFailed_ >= nRanks_; });
   }
 
   void sendTable() {
@@ -152,6 +196,8 @@ class Root {
   uint32_t nRanks_ = 0;  // fixed by the first rank that presents the secret
   uint32_t arrived_ = 0;
   bool failed_ = false;  // a rank holding the secret was rejected: every rank fails
+  uint32_t failStatus_ = RootReply::kRejected;  // what the failed rendezvous tells every rank
+  uint32_t answeredFailed_ = 0;  // ranks answered one by one (rejected, aborting, late)
   std::vector<Socket> ranks_;   // by rank: the connection to answer on
   std::vector<WireAddr> table_;  // by rank: its listener
 };

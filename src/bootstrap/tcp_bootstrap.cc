@@ -78,6 +78,9 @@ std::vector<WireAddr> TcpBootstrap::rendezvous(const UniqueIdData& id, Socket* l
   if (st == IoStatus::kClosed)
     RMACC_THROW(rmaccRemoteError, "rank %d: the bootstrap root at %s closed the connection before "
                 "all ranks arrived", rank_, rootAddr.str().c_str());
+  if (reply.status == RootReply::kAborted)
+    RMACC_THROW(rmaccRemoteError, "rank %d: another rank failed its init (a bad argument or a "
+                "local error: see its own error) and aborted the rendezvous", rank_);
   if (reply.status == RootReply::kTimedOut)
     RMACC_THROW(rmaccTimeout, "rank %d: bootstrap timed out: only %u of %u ranks reached the root "
                 "within its timeout", rank_, reply.arrived, reply.nRanks);
@@ -176,6 +179,35 @@ void TcpBootstrap::checkLowerReplies(Deadline deadline) {
 }
 
 }  // namespace boot
+
+void abortRendezvous(const rmaccUniqueId& id, int rank, int nRanks) {
+  using namespace boot;
+  UniqueIdData data;
+  memcpy(&data, id.internal, sizeof(data));
+  if (data.magic != UniqueIdData::kMagic) return;  // no root to tell
+  try {
+    WireAddr rootWire{data.family, data.port, {}};
+    memcpy(rootWire.addr, data.addr, sizeof(rootWire.addr));
+    // Short: the root answers at once, and a root that is gone refuses at once.
+    Deadline deadline = deadlineAfter(1.0);
+    Socket root = Socket::connect(SockAddr::fromWire(rootWire), deadline, "the bootstrap root");
+    RootHello hello{};
+    hello.magic = RootHello::kMagic;
+    memcpy(hello.secret, data.secret, sizeof(hello.secret));
+    hello.rank = (uint32_t)rank;
+    hello.nRanks = (uint32_t)nRanks;
+    hello.flags = RootHello::kAbort;
+    RootReply reply{};
+    // Wait for the answer so the root has read the hello before this end closes.
+    if (root.sendAll(&hello, sizeof(hello), deadline) == IoStatus::kOk)
+      (void)root.recvAll(&reply, sizeof(reply), deadline);
+    INFO(kSubsysBoot, "rank %d: told the bootstrap root that this rank's init failed", rank);
+  } catch (const std::exception& e) {
+    // The root is gone (the rendezvous already ended) or unreachable: nobody waits on it.
+    INFO(kSubsysBoot, "rank %d: could not tell the bootstrap root that init failed: %s", rank,
+         e.what());
+  }
+}
 
 std::unique_ptr<Bootstrap> createTcpBootstrap(const rmaccUniqueId& id, int rank, int nRanks,
                                               double timeoutS) {

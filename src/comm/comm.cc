@@ -103,6 +103,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     FabricOptions fo;
     fo.wantHmem = cfg_.netGdr && backend_->caps().networkMayTouchDeviceMemory;
     fo.forceLocalRegistration = cfg_.netMrLocal;
+    fo.universeSize = nRanks;
     fabric_ = std::make_unique<Fabric>(cfg_.netProvider, fo);
     std::vector<NameRecord> addrs(nRanks);
     addrs[rank] = toRecord(fabric_->address());

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "net/fabric_universe.h"
 
 namespace rmacc {
 
@@ -118,6 +119,7 @@ Fabric::Fabric(const std::string& provider, const FabricOptions& options) {
 Fabric::~Fabric() { closeAll(); }
 
 void Fabric::open(const std::string& provider, const FabricOptions& options) {
+  if (options.universeSize > 0) sizeFabricUniverse(options.universeSize);  // before fi_getinfo
   fi_info* list = nullptr;
   int rc = -FI_ENODATA;
   if (options.wantHmem) {

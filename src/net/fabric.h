@@ -75,6 +75,9 @@ struct FabricOptions {
   // Ask for FI_HMEM first (device memory registered in place, GPU-direct), falling back to a
   // provider without it. Set by communicators on a GPU backend (RMACC_NET_GDR).
   bool wantHmem = false;
+  // Processes in the job (0: not known). The first Fabric of a process sizes libfabric's
+  // universe from it (net/fabric_universe.h).
+  int universeSize = 0;
 };
 
 class Fabric {

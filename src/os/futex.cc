@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <climits>
@@ -37,7 +38,17 @@ long futex(uint32_t* word, int op, uint32_t val, const timespec* timeout) {
 
 void wakeAll(const volatile uint64_t* addr) { futex(lowWord(addr), FUTEX_WAKE, INT_MAX, nullptr); }
 
+namespace {
+// Bumped (release) before every storeAndWake; see acquireStoredSignals. An RMW, so that one
+// acquire orders after all earlier bumps of every thread (a release sequence), not the last.
+std::atomic<uint64_t> storedSignals{0};
+}  // namespace
+
+void acquireStoredSignals() { (void)storedSignals.load(std::memory_order_acquire); }
+
 void storeAndWake(volatile uint64_t* addr, uint64_t value) {
+  // Before the store: whoever sees the value (here or in another process) comes after the bump.
+  storedSignals.fetch_add(1, std::memory_order_release);
   __atomic_store_n(const_cast<uint64_t*>(addr), value, __ATOMIC_RELEASE);
   wakeAll(addr);
 }

@@ -25,6 +25,17 @@ inline uint64_t loadAcquire(const volatile uint64_t* addr) {
 // every thread of every process sleeping on `addr`.
 void storeAndWake(volatile uint64_t* addr, uint64_t value);
 
+// Orders what follows after every storeAndWake this process made so far (an acquire of the
+// release each storeAndWake makes on one process-wide counter first). Why: a signal this
+// process writes may release another process (a node mate, which relays it over the network)
+// whose answer comes back to a different thread of this process (the proxy, which hands a
+// landed chunk to a copy stream). That order is real but runs through other processes and
+// the kernel, where neither the C++ memory model nor ThreadSanitizer can follow it; the
+// counter makes it an edge inside the process: the stream that writes into a window acquires
+// it before copying (HostStream::runCopies), so its copy is ordered after the reads the
+// application made before its last signal (bench/RESULTS.md §6.2).
+void acquireStoredSignals();
+
 // Wakes every sleeper on `addr` without storing (abort, shutdown).
 void wakeAll(const volatile uint64_t* addr);
 

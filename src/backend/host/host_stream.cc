@@ -192,6 +192,9 @@ void HostStream::execute(Op& op) {
 void HostStream::runCopies(const CopyOp& op) {
   // One thread: on the 2-core machines tests run on, helper threads would only compete with
   // the ranks; memcpy already runs at memory bandwidth for large copies.
+  // A copy may land data in a window whose owner read it before a signal that reached the
+  // writer through other processes (the landing zone's copies): see acquireStoredSignals.
+  acquireStoredSignals();
   for (const CopyDesc& c : op.copies)
     if (c.bytes) memcpy(c.dst, c.src, c.bytes);
 }
