@@ -194,7 +194,7 @@ void HostStream::runCopies(const CopyOp& op) {
   // the ranks; memcpy already runs at memory bandwidth for large copies.
   // A copy may land data in a window whose owner read it before a signal that reached the
   // writer through other processes (the landing zone's copies): see acquireStoredSignals.
-  acquireStoredSignals();
+  os::acquireStoredSignals();
   for (const CopyDesc& c : op.copies)
     if (c.bytes) memcpy(c.dst, c.src, c.bytes);
 }
