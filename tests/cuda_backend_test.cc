@@ -170,6 +170,21 @@ TEST_F(CudaBackendTest, Capabilities) {
   EXPECT_TRUE(caps.networkMayTouchDeviceMemory);
 }
 
+// Device memory is placed on its CUDA device (what an FI_HMEM_CUDA registration needs); pinned
+// and pageable host memory on the host.
+TEST_F(CudaBackendTest, PlaceOfDeviceAndHostMemory) {
+  auto a = backend_->allocate(4096);
+  auto pinned = backend_->allocateHostVisible(4096);
+  std::vector<char> user(4096);
+  const MemoryPlace at = backend_->placeOf(a->ptr());
+  EXPECT_TRUE(at.onDevice());
+  EXPECT_EQ(at.kind, MemoryPlace::Kind::kCuda);
+  EXPECT_GE(at.device, 0);
+  EXPECT_TRUE(backend_->isDeviceMemory(a->ptr()));
+  EXPECT_FALSE(backend_->placeOf(pinned->ptr()).onDevice());
+  EXPECT_FALSE(backend_->placeOf(user.data()).onDevice());
+}
+
 TEST_F(CudaBackendTest, CopySizes) {
   constexpr size_t kMax = 256 * kMiB;
   auto src = backend_->allocateHostVisible(kMax + 8);

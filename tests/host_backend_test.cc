@@ -401,6 +401,21 @@ TEST(HostBackend, CapabilitiesOfHostMemory) {
   EXPECT_FALSE(caps.networkMayTouchDeviceMemory);
 }
 
+// Generic code asks where memory lives (MemoryPlace), never for a CUDA ordinal: everything of
+// the host backend, and memory it does not own, is host memory.
+TEST(HostBackend, EveryPlaceIsTheHost) {
+  auto backend = createHostBackend(30);
+  auto a = backend->allocate(4096);
+  auto pinned = backend->allocateHostVisible(4096);
+  std::vector<char> user(4096);
+  for (const void* p : std::initializer_list<const void*>{a->ptr(), pinned->ptr(), user.data()}) {
+    const MemoryPlace at = backend->placeOf(p);
+    EXPECT_FALSE(at.onDevice());
+    EXPECT_EQ(at.kind, MemoryPlace::Kind::kHost);
+    EXPECT_EQ(at.device, -1);
+  }
+}
+
 // ---- Real processes: handles travel through the runRanks scratch area.
 
 constexpr int kMaxMpRanks = 8;

@@ -102,6 +102,16 @@ struct BackendCaps {
   bool networkMayTouchDeviceMemory = false;
 };
 
+// Where memory lives, as a network provider must be told when it registers it (libfabric's
+// fi_hmem_iface and device id): generic code asks only whether it is on a device; the network
+// layer maps the kind to its provider's interface.
+struct MemoryPlace {
+  enum class Kind { kHost, kCuda };
+  Kind kind = Kind::kHost;
+  int device = -1;  // the device's index among those of its kind; -1 for host memory
+  bool onDevice() const { return kind != Kind::kHost; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -127,11 +137,10 @@ class Backend {
   // GPU-direct provider proved it can register this device's memory (setNetworkReachesDevice).
   bool nicAccessible(const void* ptr) const { return networkReachesDevice_ || isHostMemory(ptr); }
   void setNetworkReachesDevice(bool on) { networkReachesDevice_ = on; }
-  // The CUDA device ordinal of device memory at `ptr`, -1 for host memory: libfabric's
-  // FI_HMEM_CUDA registration needs it.
-  virtual int deviceOrdinal(const void* ptr) const {
+  // Where the memory at `ptr` lives (host memory unless the backend says otherwise).
+  virtual MemoryPlace placeOf(const void* ptr) const {
     (void)ptr;
-    return -1;
+    return {};
   }
   virtual std::unique_ptr<Stream> createStream() = 0;
   // The Stream behind a user's rmaccStream_t; nullptr when it is not one this backend knows

@@ -192,10 +192,11 @@ Comm::~Comm() {
 // trying. Until it succeeds, device data is staged (nicAccessible stays false for it).
 void Comm::probeGpuDirect() {
   auto probe = backend_->allocate(1 << 16);
-  const int device = backend_->deviceOrdinal(probe->ptr());
-  if (device < 0) return;
+  const MemoryPlace at = backend_->placeOf(probe->ptr());
+  if (!at.onDevice()) return;
+  const int device = at.device;
   try {
-    fabric_->registerMemory(probe->ptr(), probe->size(), device);
+    proxy_->registerMemory(probe->ptr(), probe->size());  // as the device's memory
   } catch (const Error& e) {
     INFO(kSubsysNet, "provider %s offers FI_HMEM but cannot register device %d's memory (%s): "
          "device data is staged through pinned memory", fabric_->providerName().c_str(), device,

@@ -127,7 +127,7 @@ class ProxyImpl final : public Proxy {
     return sourceRegistrations_.load(std::memory_order_relaxed);
   }
   std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) override {
-    return fabric_.registerMemory(ptr, bytes, fabric_.hmem() ? backend_.deviceOrdinal(ptr) : -1);
+    return fabric_.registerMemory(ptr, bytes, fabric_.hmem() ? cudaDeviceOf(ptr) : -1);
   }
   rmaccResult_t error(std::string* text) const override;
   void abort() override;
@@ -165,6 +165,12 @@ class ProxyImpl final : public Proxy {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   bool sleepFor(double seconds);
   void drain();
+  // The CUDA device of memory at `ptr` for an FI_HMEM_CUDA registration; -1 for host memory
+  // (the only kinds of memory the backends have today).
+  int cudaDeviceOf(const void* ptr) const {
+    const MemoryPlace at = backend_.placeOf(ptr);
+    return at.kind == MemoryPlace::Kind::kCuda ? at.device : -1;
+  }
   size_t piecesOf(size_t bytes) const { return bytes == 0 ? 1 : (bytes - 1) / pieceMax_ + 1; }
 
   Fabric& fabric_;

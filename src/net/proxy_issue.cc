@@ -21,7 +21,7 @@ bool ProxyImpl::issue(Queue& q) {
       if (!f.desc && f.put.bytes > 0 && (localReg_ || fabric_.deviceNeedsRegistration())) {
         // FI_MR_LOCAL wants every source registered, FI_MR_HMEM only device ones.
         void* src = const_cast<void*>(f.put.src);
-        if (localReg_ || backend_.deviceOrdinal(src) >= 0) {
+        if (localReg_ || backend_.placeOf(src).onDevice()) {
           f.tempMr = registerMemory(src, f.put.bytes);
           sourceRegistrations_.fetch_add(1, std::memory_order_relaxed);
           f.desc = f.tempMr->desc();

@@ -68,8 +68,11 @@ class CudaBackend : public Backend {
     return {.synchronousNullStream = false, .deviceCopyUsesCompute = true,
             .networkMayTouchDeviceMemory = true};
   }
-  bool isDeviceMemory(const void* ptr) const override { return deviceOrdinal(ptr) == state_->device; }
-  int deviceOrdinal(const void* ptr) const override;
+  bool isDeviceMemory(const void* ptr) const override {
+    const MemoryPlace at = placeOf(ptr);
+    return at.onDevice() && at.device == state_->device;
+  }
+  MemoryPlace placeOf(const void* ptr) const override;
   // Without a GPU-direct provider the network reaches host memory only: relay buffers and
   // network staging live in pinned host memory, and the copy engines move data across PCIe.
   std::unique_ptr<Allocation> allocateNicVisible(size_t bytes) override {
@@ -174,11 +177,12 @@ bool CudaBackend::isHostMemory(const void* ptr) const {
   return attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost;
 }
 
-int CudaBackend::deviceOrdinal(const void* ptr) const {
+MemoryPlace CudaBackend::placeOf(const void* ptr) const {
   ContextGuard guard(*state_);
   cudaPointerAttributes attr = {};
   RMACC_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
-  return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
+  if (attr.type != cudaMemoryTypeDevice) return {};
+  return MemoryPlace{MemoryPlace::Kind::kCuda, attr.device};
 }
 
 // A release store: the CPU's earlier writes are ordered before it, and the GPU's stream wait
