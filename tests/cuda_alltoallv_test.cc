@@ -293,6 +293,54 @@ TEST(GpuRma, PutSignalWait) {
   }
 }
 
+// Calls made while the stream is captured into a CUDA graph are refused with
+// rmaccInvalidUsage and a message that says so (a captured call would replay its first run's
+// signal values: wrong data or a hang from the second replay on); every rank refuses, nothing
+// is enqueued (the capture ends cleanly), and the next call outside the capture is right.
+TEST(GpuCapture, CallsUnderCaptureAreRefused) {
+  int nGpu = gpuCount();
+  if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
+  RunOptions o;
+  o.nodeOf = blockNodes(1, 2);
+  runRanks(2, o, [&](const RankContext& ctx) {
+    CUDA_OK(cudaSetDevice(ctx.rank % nGpu));
+    rmaccComm_t comm = nullptr;
+    RMACC_OK(rmaccCommInitRank(&comm, 2, ctx.id, ctx.rank), nullptr);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const size_t count = 1024;
+    void* mem = nullptr;
+    CUDA_OK(cudaMalloc(&mem, 2 * 2 * count * sizeof(int)));
+    int* buf = static_cast<int*>(mem);
+    int* send = buf;
+    int* recv = buf + 2 * count;
+    std::vector<int> h(2 * count);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = ctx.rank * 1000000 + (int)i;
+    CUDA_OK(cudaMemcpy(send, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    rmaccResult_t r = rmaccAlltoAll(send, recv, count, rmaccInt32, comm, stream);
+    std::string why = rmaccGetLastError(comm);
+    cudaGraph_t graph = nullptr;
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    EXPECT_EQ(r, rmaccInvalidUsage);
+    EXPECT_NE(why.find("captured"), std::string::npos) << why;
+    size_t nodes = 1;
+    CUDA_OK(cudaGraphGetNodes(graph, nullptr, &nodes));
+    EXPECT_EQ(nodes, 0u) << "the refused call enqueued work into the graph";
+    CUDA_OK(cudaGraphDestroy(graph));
+    RMACC_OK(rmaccAlltoAll(send, recv, count, rmaccInt32, comm, stream), comm);
+    RMACC_OK(rmaccStreamSynchronize(comm, stream), comm);
+    std::vector<int> got(2 * count);
+    CUDA_OK(cudaMemcpy(got.data(), recv, got.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    for (int src = 0; src < 2; ++src)
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(got[src * count + i], src * 1000000 + (int)(ctx.rank * count + i)) << "from " << src;
+    CUDA_OK(cudaFree(buf));
+    cudaStreamDestroy(stream);
+    RMACC_OK(rmaccCommDestroy(comm), nullptr);
+  });
+}
+
 }  // namespace
 }  // namespace rmacc::test
 #endif  // RMACC_HAVE_CUDA

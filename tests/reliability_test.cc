@@ -92,6 +92,49 @@ TEST(Reliability, NullWindowFailsEveryRankAtOnceAndNextAlltoAllIsRight) {
   });
 }
 
+// A rank frees its buffers as soon as its call returns. A node mate that writes it no bytes
+// must not map its receive buffer: the mate may reach its mapping step after the owner freed
+// the buffer, and the call then failed with "cannot import allocation". python_correctness_1x4
+// (skewed splits) reproduces it: 2 failures in 4 runs before the fix, 0 in 6 after. This is the
+// same pattern without Python (1 x 4, fresh rmaccMemAlloc buffers every call, counts that change
+// every call with a quarter of the pairs empty, 300 calls, every one right); on the 2-core CI
+// machine it did not hit the race before the fix, so it guards the pattern, not the timing.
+size_t skewedCount(int src, int dst, int call) {
+  return (src * 7 + dst * 3 + call) % 4 == 0 ? 0 : 16 * (1 + (src + dst + call) % 5);
+}
+
+TEST(Reliability, BufferFreedAfterTheCallIsNotMappedByAMateThatWritesItNothing) {
+  RunOptions o;
+  o.nodeOf = blockNodes(1, 4);
+  o.timeoutS = 300;
+  runRanks(4, o, [](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int me = ctx.rank, n = ctx.nRanks;
+    for (int call = 0; call < 300; ++call) {
+      size_t sc[4], sd[4], rc[4], rd[4], sendTotal = 0, recvTotal = 0;
+      for (int p = 0; p < n; ++p) {
+        sc[p] = skewedCount(me, p, call), sd[p] = sendTotal, sendTotal += sc[p];
+        rc[p] = skewedCount(p, me, call), rd[p] = recvTotal, recvTotal += rc[p];
+      }
+      void *send = nullptr, *recv = nullptr;
+      RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &send, (sendTotal + 1) * sizeof(uint32_t)));
+      RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &recv, (recvTotal + 1) * sizeof(uint32_t)));
+      auto* s = static_cast<uint32_t*>(send);
+      auto* r = static_cast<uint32_t*>(recv);
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < sc[p]; ++i) s[sd[p] + i] = (uint32_t)(me << 24 | p << 16 | i);
+      memset(recv, 0xEE, (recvTotal + 1) * sizeof(uint32_t));
+      RMACC_ASSERT_OK(rmaccAlltoAllv(send, sc, sd, recv, rc, rd, rmaccUint32, comm.get(), nullptr));
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < rc[p]; ++i)
+          ASSERT_EQ(r[rd[p] + i], (uint32_t)(p << 24 | me << 16 | i)) << "call " << call << " from " << p;
+      // Freed at once: a mate may still be on its way to its mapping step for this call.
+      RMACC_ASSERT_OK(rmaccMemFree(comm.get(), recv));
+      RMACC_ASSERT_OK(rmaccMemFree(comm.get(), send));
+    }
+  });
+}
+
 // A rank skips a collective call: the calls may time out, but no AlltoAll may return success
 // with wrong data afterwards, every message names where each rank was, and the communicator
 // is poisoned (the async error says so).

@@ -65,17 +65,19 @@ std::string convert(const WindowRegistry& mem, const void* sendbuff, const size_
 // stream, waits for the call and reports how it ended.
 void enqueue(Comm& c, AlltoallvArgs a, rmaccStream_t stream) {
   Stream* s = nullptr;
+  rmaccResult_t code = rmaccInvalidArgument;
   if (a.rejected.empty()) {
     try {
       s = &c.streamOf(stream);
     } catch (const Error& e) {
       a.rejected = e.what();
+      code = e.code();  // a stream under graph capture is invalid usage, not a bad argument
       a.dynamic.reset();
     }
   }
   std::string reason = a.rejected;
   uint64_t seq = c.coll().alltoallv(s, std::move(a));
-  if (!reason.empty()) RMACC_THROW(rmaccInvalidArgument, "%s", reason.c_str());
+  if (!reason.empty()) RMACC_THROW(code, "%s", reason.c_str());
   if (c.synchronousStream(stream)) {
     s->synchronize();
     c.checkHealthy();

@@ -87,6 +87,8 @@ class Stream {
   virtual bool query() = 0;
   // The rmaccStream_t users see (a cudaStream_t on CUDA).
   virtual void* handle() = 0;
+  // True while the stream is being captured into a CUDA graph (cudaStreamBeginCapture).
+  virtual bool capturing() { return false; }
 };
 
 // What a backend can do, asked by the layers above instead of comparing its name.

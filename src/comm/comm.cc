@@ -253,6 +253,12 @@ Stream& Comm::streamOf(rmaccStream_t handle) {
   Stream* s = backend_->userStream(handle);
   RMACC_ARG_CHECK(s != nullptr, "stream %p is not a stream of this communicator's %s backend", handle,
                   backend_->name());
+  // A captured call would replay the signal values and waits of its first run (they count
+  // calls), so a second replay would read stale data or wait forever: refuse at once (issue 13
+  // asks for capture; until it is built, a clear error rather than a graph that lies).
+  if (s->capturing())
+    RMACC_THROW(rmaccInvalidUsage, "stream %p is being captured into a CUDA graph: rmacc calls cannot be "
+                "captured yet; make them outside the capture", handle);
   return *s;
 }
 

@@ -302,7 +302,8 @@ void CollectiveEngine::checkPeerTarget(int j, const CountExchange::Result& x, si
 
 // Where this call's ops read and write: this rank's buffers, its mates' targets (mapped and
 // checked) with the offsets of the blocks this rank writes there, its rail peers' targets.
-void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result& x, CallBuffers& b) {
+void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result& x,
+                                  const plan::RankPlan& plan, CallBuffers& b) {
   const int n = ctx_.nRanks, me = ctx_.rank;
   const Topology& topo = ctx_.topo;
   const int node = topo.nodeOf(me), local = topo.localRankOf(me);
@@ -315,6 +316,13 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
   b.peerRelay = peerRelay_;
   b.peerRecv.resize(n);
   b.peerRecvOffset.resize(n);  // rows only for the ranks this one writes into
+  // Map a node mate's receive buffer only when this call writes bytes into it (a signal needs
+  // no mapping): a mate that gets no bytes from this rank may have finished its call and freed
+  // the buffer before this rank gets here, and the import would then fail.
+  std::vector<char> writesInto(n, 0);
+  for (const plan::Op& op : plan.ops)
+    if (op.kind == plan::OpKind::kPut && op.bytes > 0 && op.dst.region == plan::Region::kRecv)
+      writesInto[op.peer] = 1;
   for (int j = 0; j < topo.localSize(); ++j) {
     const int r = topo.rankAt(node, j);
     if (r == me) continue;
@@ -322,7 +330,7 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
     for (int nd = 0; nd < topo.nNodes(); ++nd)
       b.peerRecvOffset[r][topo.rankAt(nd, local)] = x.localOffset[j][nd];
     const MetaHeader& hr = x.localHeader[j];
-    if (!hr.exportable) continue;
+    if (!hr.exportable || !writesInto[r]) continue;
     auto m = peerMapping(hr.handle.handle(), task.seq);
     checkPeerTarget(j, x, m->size());
     b.peerRecv[r].local = static_cast<char*>(m->ptr()) + hr.targetBase;
@@ -390,7 +398,7 @@ void CollectiveEngine::runTask(Task& task) {
   // --- Plan this rank's part and run it.
   std::shared_ptr<const plan::RankPlan> p = planFor(x.inputs);
   CallBuffers b;
-  setBuffers(task, x, b);
+  setBuffers(task, x, *p, b);
   executor_->run(*p, b, *task.start, ctx_.cfg.entrySync == EntrySync::kBarrier, finish,
                  doneFlags(), task.seq, task.seq);
   evictPeerMappings(task.seq);

@@ -82,7 +82,8 @@ class CollectiveEngine {
   void runTask(Task& task);
   struct Targets;
   void chooseTargets(const Task& task, Targets& t);
-  void setBuffers(const Task& task, const CountExchange::Result& x, CallBuffers& b);
+  void setBuffers(const Task& task, const CountExchange::Result& x, const plan::RankPlan& plan,
+                  CallBuffers& b);
   void checkPeerTarget(int localRank, const CountExchange::Result& x, size_t mapped) const;
   void fail(uint64_t seq, rmaccResult_t code, const std::string& text);
   plan::Options planOptions() const;

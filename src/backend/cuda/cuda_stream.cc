@@ -59,9 +59,13 @@ void CudaStream::checkNotAborted() const {
 // plain copies as well (batch copies there are not supported everywhere).
 bool CudaStream::batchAllowed() {
   if (batchBroken_ || stream_ == nullptr || stream_ == cudaStreamLegacy) return false;
+  return !capturing();
+}
+
+bool CudaStream::capturing() {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   RMACC_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
-  return status == cudaStreamCaptureStatusNone;
+  return status != cudaStreamCaptureStatusNone;
 }
 
 void CudaStream::copyLoop(const CopyDesc* ops, size_t n) {

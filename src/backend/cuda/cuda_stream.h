@@ -48,6 +48,7 @@ class CudaStream : public Stream {
   void waitEvent(Event& event) override;
   void hostCallback(std::function<void()> fn) override;
   void synchronize() override;
+  bool capturing() override;
   bool query() override;
   void* handle() override { return (void*)stream_; }
 
