@@ -38,7 +38,7 @@ CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma) : c
   doneDevice_ = static_cast<volatile uint64_t*>(doneDeviceAlloc_->ptr());
   peerRelay_.resize(n);
   // Relays exist only when data crosses nodes on a rail other than its destination's.
-  if (topo.nNodes() > 1 && topo.localSize() > 1) {
+  if (topo.nNodes() > 1 && topo.maxNodeSize() > 1) {
     relayAlloc_ = ctx_.backend.allocateNicVisible(ctx_.cfg.relayBytes);
     relayMr_ = ctx_.proxy->registerMemory(relayAlloc_->ptr(), relayAlloc_->size());
     std::vector<RemoteRegion> regions(n);
@@ -221,8 +221,9 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
   const Topology& topo = ctx_.topo;
   const AlltoallvArgs& a = task.args;
   t.offset.assign(n, 0);
+  // Topology::railPeer: o puts its block to this rank itself when this rank is its relay here.
   auto remoteWriter = [&](int o) {
-    return !topo.sameNode(o, me) && topo.localRankOf(o) == topo.localRankOf(me);
+    return !topo.sameNode(o, me) && topo.railPeer(o, topo.nodeOf(me)) == me;
   };
   uint64_t localBytes = 0, remoteBytes = 0, span = 0;
   for (int o = 0; o < n; ++o) {
@@ -280,33 +281,35 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
 
 // A mate's receive offsets are checked against the memory it exported before this rank copies
 // anything there (DESIGN.md §4): a broken peer must not make this rank write out of bounds.
-// This rank writes its own block and the blocks it forwards for its rail peers (origin
-// rankAt(node, local) for each node). (Offsets into network targets are checked by the proxy.)
+// This rank writes its own block and the blocks it forwards for its writers
+// (CountExchange::writers). (Offsets into network targets are checked by the proxy.)
 void CollectiveEngine::checkPeerTarget(int j, const CountExchange::Result& x, size_t mapped) const {
   const Topology& topo = ctx_.topo;
-  const int me = ctx_.rank, node = topo.nodeOf(me), local = topo.localRankOf(me);
-  const int r = topo.rankAt(node, j), L = topo.localSize();
+  const int me = ctx_.rank, node = topo.nodeOf(me);
+  const int r = topo.rankAt(node, j), L = topo.nodeSize(node), W = counts_->writerSlots();
   const MetaHeader& h = x.localHeader[j];
-  for (int k = 0; k < topo.nNodes(); ++k) {
-    const int from = k == 0 ? node : topo.recvNode(node, k);
-    const uint64_t len = k == 0 ? x.inputs.send[r] : x.inputs.relayIn[(size_t)k * L + j];
-    const uint64_t off = x.localOffset[j][from];
+  const std::vector<CountExchange::Writer>& writers = counts_->writers();
+  for (size_t t = 0; t <= writers.size(); ++t) {
+    const CountExchange::Writer* w = t ? &writers[t - 1] : nullptr;
+    const uint64_t len = w ? x.inputs.relayIn[((size_t)w->k * W + w->m) * L + j] : x.inputs.send[r];
+    const uint64_t off = x.localOffset[j][t];
     if (len == 0) continue;
     if (h.targetBase > mapped || off > mapped - h.targetBase || len > mapped - h.targetBase - off)
       RMACC_THROW(rmaccRemoteError,
                   "rank %d asked for %llu bytes from rank %d at offset %llu of a %zu-byte buffer",
-                  r, (unsigned long long)len, topo.rankAt(from, local),
+                  r, (unsigned long long)len, w ? w->rank : me,
                   (unsigned long long)(h.targetBase + off), mapped);
   }
 }
 
 // Where this call's ops read and write: this rank's buffers, its mates' targets (mapped and
-// checked) with the offsets of the blocks this rank writes there, its rail peers' targets.
+// checked) with the offsets of the blocks this rank writes there, its relays' targets.
 void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result& x, CallBuffers& b) {
   const int n = ctx_.nRanks, me = ctx_.rank;
   const Topology& topo = ctx_.topo;
-  const int node = topo.nodeOf(me), local = topo.localRankOf(me);
+  const int node = topo.nodeOf(me);
   const AlltoallvArgs& a = task.args;
+  const std::vector<CountExchange::Writer>& writers = counts_->writers();
   b.send = static_cast<const char*>(a.sendbuff);
   b.recv = static_cast<char*>(a.recvbuff);
   b.sendOffset = a.sendOffset;
@@ -315,12 +318,13 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
   b.peerRelay = peerRelay_;
   b.peerRecv.resize(n);
   b.peerRecvOffset.resize(n);  // rows only for the ranks this one writes into
-  for (int j = 0; j < topo.localSize(); ++j) {
+  for (int j = 0; j < topo.nodeSize(node); ++j) {
     const int r = topo.rankAt(node, j);
     if (r == me) continue;
     b.peerRecvOffset[r].assign(n, 0);
-    for (int nd = 0; nd < topo.nNodes(); ++nd)
-      b.peerRecvOffset[r][topo.rankAt(nd, local)] = x.localOffset[j][nd];
+    b.peerRecvOffset[r][me] = x.localOffset[j][0];
+    for (size_t t = 0; t < writers.size(); ++t)
+      b.peerRecvOffset[r][writers[t].rank] = x.localOffset[j][t + 1];
     const MetaHeader& hr = x.localHeader[j];
     if (!hr.exportable) continue;
     auto m = peerMapping(hr.handle.handle(), task.seq);
@@ -329,7 +333,7 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
   }
   for (int nd = 0; nd < topo.nNodes(); ++nd) {
     if (nd == node) continue;
-    const int r = topo.rankAt(nd, local);
+    const int r = topo.railPeer(me, nd);
     b.peerRecvOffset[r].assign(n, 0);
     b.peerRecvOffset[r][me] = x.railOffset[nd];
     b.peerRecv[r].remote = x.railRemote[nd];
