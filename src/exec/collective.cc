@@ -28,7 +28,8 @@ constexpr size_t kPeerMapCacheSize = 256;
 
 void setCountRecordHookForTest(CountRecordHook hook) { countRecordHook.store(hook); }
 
-CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma) : ctx_(ctx) {
+CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma)
+    : ctx_(ctx), planCache_(ctx_.topo, kPlanCacheSize) {
   const Topology& topo = ctx_.topo;
   const int n = ctx_.nRanks;
   doneAlloc_ = ctx_.backend.allocateHostVisible(sizeof(uint64_t));
@@ -176,34 +177,16 @@ plan::Options CollectiveEngine::planOptions() const {
   return opt;
 }
 
-// This rank's part of the plan (plan/rank_planner.h), cached by what it depends on: the
-// inputs, with each relay step reduced to its slot and whether earlier steps exist.
+// This rank's part of the plan (plan/rank_planner.h), from the cache (exec/plan_cache.h: a
+// miss plans into the storage of the least recently used entry).
 std::shared_ptr<const plan::RankPlan> CollectiveEngine::planFor(const plan::RankInputs& in) {
-  const plan::Options opt = planOptions();
-  std::string key;
-  auto append = [&key](const auto& v) {
-    key.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
-  };
-  std::vector<uint64_t> steps;
-  for (uint64_t t : in.writerStep) steps.insert(steps.end(), {t % opt.slots, std::min<uint64_t>(t, opt.slots)});
-  steps.insert(steps.end(), {in.relayStepsBefore % opt.slots, std::min<uint64_t>(in.relayStepsBefore, opt.slots)});
-  for (const std::vector<uint64_t>* v : {&in.send, &in.recv, &in.relayIn, &in.roundChunks, &in.forwardSignals})
-    append(*v);
-  append(steps);
-  append(in.forwardLastBatch);
-  for (auto it = planCache_.begin(); it != planCache_.end(); ++it) {
-    if (it->first != key) continue;
-    planCache_.splice(planCache_.begin(), planCache_, it);
-    return it->second;
-  }
-  auto p = std::make_shared<const plan::RankPlan>(plan::makeRankPlan(ctx_.topo, opt, in).plan);
-  if (ctx_.cfg.dumpPlan) {
+  bool planned = false;
+  std::shared_ptr<const plan::RankPlan> p = planCache_.get(planOptions(), in, &planned);
+  if (planned && ctx_.cfg.dumpPlan) {
     std::string text;
     for (size_t i = 0; i < p->ops.size(); ++i) text += plan::formatOp(p->ops[i], ctx_.rank, (int)i) + "\n";
     fprintf(stderr, "%s", text.c_str());
   }
-  planCache_.emplace_front(key, p);
-  if (planCache_.size() > kPlanCacheSize) planCache_.pop_back();
   return p;
 }
 
