@@ -25,12 +25,14 @@ struct Shape {
   std::vector<int> nodeOf;
 };
 
-// 2 + 3, 1 + 3 + 2 and 3 + 1 ranks, in an order that is not by node.
+// 2 + 3, 1 + 3 + 2, 3 + 1 and 5 + 2 ranks (three writers to one relay), in an order that is
+// not by node.
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> s = {
       {"2p3", {1, 0, 1, 0, 1}},
       {"1p3p2", {1, 2, 0, 1, 2, 1}},
       {"3p1", {0, 0, 1, 0}},
+      {"5p2", {0, 1, 0, 0, 1, 0, 0}},
   };
   return s;
 }
@@ -109,7 +111,7 @@ std::string caseName(const testing::TestParamInfo<Case>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, UnequalNodes,
-                         testing::Combine(testing::Values(0, 1, 2),
+                         testing::Combine(testing::Values(0, 1, 2, 3),
                                           testing::Values(Pattern::kRandom, Pattern::kSparse,
                                                           Pattern::kHot, Pattern::kZipf),
                                           testing::Bool()),
@@ -170,7 +172,7 @@ TEST(UnequalNodesBarrier, NoRankLeavesEarly) {
     const int n = (int)shape.nodeOf.size();
     constexpr int kRounds = 4;
     RunOptions o = optionsFor(shape);
-    o.sharedBytes = sizeof(std::atomic<int>) * kRounds * 8;
+    o.sharedBytes = sizeof(std::atomic<int>) * kRounds * 8;  // up to 8 ranks
     runRanks(n, o, [&](const RankContext& ctx) {
       auto* arrived = static_cast<std::atomic<int>*>(ctx.shared);
       TestComm comm(ctx);
