@@ -38,10 +38,12 @@ struct Shape {
   int nodes, local;
 };
 
-void runGpuAlltoallv(Shape shape, int calls, int nGpu) {
-  const int n = shape.nodes * shape.local;
+// `nodeOf` (optional) places the ranks instead of `shape`: nodes of different sizes.
+void runGpuAlltoallv(Shape shape, int calls, int nGpu, std::vector<int> nodeOf = {}) {
+  if (nodeOf.empty()) nodeOf = scatteredNodes(shape.nodes, shape.local);
+  const int n = (int)nodeOf.size();
   RunOptions o;
-  o.nodeOf = scatteredNodes(shape.nodes, shape.local);
+  o.nodeOf = nodeOf;
   o.timeoutS = 600;
   o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
            {"RMACC_RELAY_BYTES", "4M"}, {"RMACC_RELAY_SLOTS", "2"}};
@@ -233,6 +235,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuAlltoallv,
                          [](const testing::TestParamInfo<Shape>& i) {
                            return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.local);
                          });
+
+// Nodes of different sizes (2 + 1 and 1 + 3 ranks): a relay serving two writers, and ranks no
+// writer of the smaller node reaches (tests/alltoallv_unequal_test.cc on the host backend).
+TEST(GpuAlltoallvUnequal, HundredCallsByteExact) {
+  int nGpu = gpuCount();
+  if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
+  runGpuAlltoallv({}, 100, nGpu, {0, 1, 0});
+  runGpuAlltoallv({}, 100, nGpu, {1, 0, 0, 0});
+}
 
 // put/signal/wait from device memory: into device windows inside a node (CE); across
 // emulated nodes (proxy, bounce-staged source) into a pinned host window (the network writes

@@ -4,7 +4,9 @@
 //   (O(n^2); tests only: the library gets them from the count exchange);
 // - rank plan: one rank's own plan from its inputs into a fresh result (what the library runs
 //   per call), "kept": into a result kept across calls, and the grouping of its ops into
-//   backend calls (plan/op_groups.h);
+//   backend calls (plan/op_groups.h); "cache": through the library's plan cache
+//   (exec/plan_cache.h, CollectiveEngine::planFor) with 16 entries, the calls' inputs taken in
+//   turn so that every lookup misses (needs calls > 16) and plans into an evicted entry;
 // - batches, ops and groups per rank with small node rounds sharing a batch (the default) and
 //   with one round per batch (Options::roundsPerBatch = 1, as before), and the count-exchange bytes per rank per call of the old
 //   full-matrix protocol against src/exec/count_exchange.h, computed from the message layouts.
@@ -18,6 +20,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "exec/plan_cache.h"
 #include "plan/op_groups.h"
 #include "plan/planner.h"
 #include "plan/rank_planner.h"
@@ -44,22 +47,24 @@ std::vector<uint64_t> moeCounts(std::mt19937_64& rng, int n) {
 }
 
 // Bytes one rank sends plus receives per call on the control plane, plus what it reads from
-// its node-mates' shared records, from the message layouts (a 176-byte MetaHeader, a 32-byte
+// its node-mates' shared records, from the message layouts (a 184-byte MetaHeader, a 32-byte
 // verdict). The per-rank formula matches what RMACC_DEBUG=INFO logs per call on emulated nodes.
 // Full-matrix protocol (before issue 18): each rank's record is the header plus 3 x n u64; the
 // node gather reads L-1 records, the rail round sends the node's L records to each of nNodes-1
 // rail peers and receives as many.
 double fullMatrixBytes(int nNodes, int L) {
-  const double rec = 176 + 24.0 * nNodes * L;
+  const double rec = 184 + 24.0 * nNodes * L;
   return (L - 1) * rec + 2.0 * (nNodes - 1) * L * rec;
 }
-// Per-rank protocol (src/exec/count_exchange.h): node gather 1 reads from each mate its
-// header, verdict, its count to this rank and, for this rank's rail, nNodes expectations,
-// receive offsets and round chunks; node gather 2 a verdict and (signals, last batch); each rail
-// round trades one message with each rail peer: 48 + 32 + 8L bytes, then 24 + 32.
+// Per-rank protocol (src/exec/count_exchange.h), equal node sizes: node gather 1 reads from
+// each mate its header, verdict, round chunks (nNodes), its count to this rank, its offset for
+// this rank's block and, per writer of this rank (nNodes - 1), an expectation and an offset;
+// node gather 2 a verdict and (signals, last batch); on the rails each rank sends its relay on
+// every other node 24 + 32 + 8L bytes and gets 96 back, and as a relay the same from and to
+// its writers.
 double perRankBytes(int nNodes, int L) {
-  const double shared = (L - 1) * (176 + 32 + 8 * (3.0 * nNodes + 1) + 32 + 16);
-  const double rail = 2.0 * (nNodes - 1) * ((48 + 32 + 8.0 * L) + (24 + 32));
+  const double shared = (L - 1) * (184 + 32 + 8 * (nNodes + 2 + 2.0 * (nNodes - 1)) + 32 + 16);
+  const double rail = 2.0 * (nNodes - 1) * ((24 + 32 + 8.0 * L) + 96);
   return shared + rail;
 }
 
@@ -71,8 +76,8 @@ int main(int argc, char** argv) {
   const int globalMax = argc > 3 ? atoi(argv[3]) : 256;
   const int reps = argc > 4 ? std::max(1, atoi(argv[4])) : 20;
   const int L = 8;
-  printf("%6s %6s %11s %11s %13s %9s %13s %9s %9s %9s %9s %9s %13s %13s\n", "ranks", "nodes",
-         "global(ms)", "inputs(ms)", "rankplan(ms)", "kept(ms)", "+groups(ms)", "ops/rank", "batches",
+  printf("%6s %6s %11s %11s %13s %9s %10s %13s %9s %9s %9s %9s %9s %13s %13s\n", "ranks", "nodes",
+         "global(ms)", "inputs(ms)", "rankplan(ms)", "kept(ms)", "cache(ms)", "+groups(ms)", "ops/rank", "batches",
          "groups", "batches1", "groups1", "xchg old(B)", "xchg new(B)");
   for (int n = 16; n <= maxRanks; n *= 2) {
     const Topology topo = Topology::blocks(n / L, L);
@@ -85,6 +90,7 @@ int main(int argc, char** argv) {
     Options one;
     one.roundsPerBatch = 1;
     Carry carry;
+    std::vector<RankInputs> seen;  // every call's inputs, for the cache's turn
     for (int c = 0; c < calls; ++c) {
       const auto bytes = moeCounts(rng, n);
       const int me = (int)(rng() % n);
@@ -92,6 +98,7 @@ int main(int argc, char** argv) {
       const MatrixInputs inputs(topo, bytes, o, carry);
       const RankInputs in = inputs.of(me);
       tInputs.push_back(now() - t0);
+      seen.push_back(in);
       RankPlanResult r;
       for (int k = 0; k < reps; ++k) {
         const double t1 = now();
@@ -118,9 +125,17 @@ int main(int argc, char** argv) {
       }
       carry = inputs.after();
     }
-    printf("%6d %6d %11.3f %11.3f %13.4f %9.4f %13.4f %9zu %9zu %9zu %9zu %9zu %13.0f %13.0f\n", n, n / L,
+    std::vector<double> tCache;
+    PlanCache cache(topo, 16);
+    for (int k = 0; k < reps && calls > 16; ++k)
+      for (const RankInputs& in : seen) {
+        const double t0 = now();
+        cache.get(o, in);
+        tCache.push_back(now() - t0);
+      }
+    printf("%6d %6d %11.3f %11.3f %13.4f %9.4f %10.4f %13.4f %9zu %9zu %9zu %9zu %9zu %13.0f %13.0f\n", n, n / L,
            tGlobal < 0 ? -1.0 : tGlobal * 1e3, median(tInputs) * 1e3, median(tPlan) * 1e3,
-           median(tKept) * 1e3, median(tGroups) * 1e3, ops / calls, batches, groups / calls, batches1, groups1 / calls,
+           median(tKept) * 1e3, tCache.empty() ? -1.0 : median(tCache) * 1e3, median(tGroups) * 1e3, ops / calls, batches, groups / calls, batches1, groups1 / calls,
            fullMatrixBytes(n / L, L),
            perRankBytes(n / L, L));
   }

@@ -168,7 +168,7 @@ RMACC_API rmaccResult_t rmaccCommLocalInfo(rmaccComm_t comm, int* localRank, int
     Comm& c = commOf(comm);
     const Topology& t = c.topo();
     if (localRank) *localRank = t.localRankOf(c.rank());
-    if (localSize) *localSize = t.localSize();
+    if (localSize) *localSize = t.nodeSize(t.nodeOf(c.rank()));
     if (node) *node = t.nodeOf(c.rank());
     if (nNodes) *nNodes = t.nNodes();
   });

@@ -33,7 +33,7 @@ NodeGather::NodeGather(Bootstrap& bootstrap, const Topology& topo, int rank, siz
   records[rank] = mine_->handle();
   bootstrap.allGather(records.data(), sizeof(os::ShmHandle));
   const int node = topo.nodeOf(rank);
-  for (int l = 0; l < topo.localSize(); ++l) {
+  for (int l = 0; l < topo.nodeSize(node); ++l) {
     Peer p{topo.rankAt(node, l), -1, nullptr, nullptr};
     if (p.rank == rank) {
       p.base = static_cast<char*>(mine_->ptr());
@@ -45,7 +45,7 @@ NodeGather::NodeGather(Bootstrap& bootstrap, const Topology& topo, int rank, siz
     peers_.push_back(std::move(p));
   }
   INFO(kSubsysColl, "count exchange through shared memory among %d local ranks, %zu B records",
-       topo.localSize(), recordBytes);
+       topo.nodeSize(node), recordBytes);
 }
 
 NodeGather::~NodeGather() {

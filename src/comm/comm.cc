@@ -85,12 +85,6 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   std::vector<std::string> names(nRanks);
   for (int r = 0; r < nRanks; ++r) names[r].assign(hosts[r].bytes, hosts[r].size);
   topo_ = Topology::fromHostnames(names);
-  // The planners accept nodes of different sizes; the count exchange, landing zones and the
-  // barrier still pair ranks one to one across nodes, so the data path refuses them for now.
-  if (!topo_.uniform()) {
-    RMACC_THROW(rmaccInvalidUsage, "unequal node sizes (%s): the data path needs the same number "
-                "of ranks on every node for now", topo_.describe().c_str());
-  }
   INFO(kSubsysInit, "topology: %s", topo_.describe().c_str());
   std::vector<ProcessRecord> procs(nRanks);
   procs[rank] = ProcessRecord::mine();
@@ -152,7 +146,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   watchLocalPeers(procs);
   INFO(kSubsysInit, "rank %d of %d ready: backend %s, node %d of %d, local rank %d of %d", rank,
        nRanks, backend_->name(), topo_.nodeOf(rank), topo_.nNodes(), topo_.localRankOf(rank),
-       topo_.localSize());
+       topo_.nodeSize(topo_.nodeOf(rank)));
 }
 
 Comm::~Comm() {
@@ -212,7 +206,7 @@ LandingZone& Comm::landingZone() {
   std::lock_guard<std::mutex> lock(landingMu_);
   if (landing_) return *landing_;
   RMACC_ENFORCE(proxy_ != nullptr, "landing zone on a single-node communicator");
-  const int sources = nRanks_ - topo_.localSize();
+  const int sources = nRanks_ - topo_.nodeSize(topo_.nodeOf(rank_));
   constexpr uint32_t kSlots = 4;  // per source: enough to keep a chunk on the wire while
                                   // earlier ones are copied in
   const uint64_t slotBytes = landingSlotBytes(cfg_.landingBytes, sources, kSlots, 4ull << 20);
@@ -266,9 +260,10 @@ bool Comm::eagerProxyPoll() const {
   if (cfg_.proxyPoll != Config::ProxyPoll::kAuto) return cfg_.proxyPoll == Config::ProxyPoll::kEager;
   cpu_set_t set;
   int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  bool eager = cores >= 4 * topo_.localSize();
+  const int local = topo_.nodeSize(topo_.nodeOf(rank_));
+  bool eager = cores >= 4 * local;
   INFO(kSubsysInit, "proxy polls %s: %d cores for %d ranks on this node", eager ? "eagerly" : "with back-off",
-       cores, topo_.localSize());
+       cores, local);
   return eager;
 }
 

@@ -163,7 +163,7 @@ Window* WindowRegistry::registerWindow(void* buff, size_t bytes, uint64_t callSe
     rec.allocOffset = offset;
     rec.handle = HandleRecord::from(a->exportHandle());
   }
-  bool needsExport = topo.localSize() > 1 && bytes > 0;
+  bool needsExport = topo.nodeSize(topo.nodeOf(me)) > 1 && bytes > 0;
   std::string reason = rejected;
   if (!reason.empty()) {
   } else if (!buff && bytes > 0) {

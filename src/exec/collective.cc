@@ -28,7 +28,8 @@ constexpr size_t kPeerMapCacheSize = 256;
 
 void setCountRecordHookForTest(CountRecordHook hook) { countRecordHook.store(hook); }
 
-CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma) : ctx_(ctx) {
+CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma)
+    : ctx_(ctx), planCache_(ctx_.topo, kPlanCacheSize) {
   const Topology& topo = ctx_.topo;
   const int n = ctx_.nRanks;
   doneAlloc_ = ctx_.backend.allocateHostVisible(sizeof(uint64_t));
@@ -38,7 +39,7 @@ CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma) : c
   doneDevice_ = static_cast<volatile uint64_t*>(doneDeviceAlloc_->ptr());
   peerRelay_.resize(n);
   // Relays exist only when data crosses nodes on a rail other than its destination's.
-  if (topo.nNodes() > 1 && topo.localSize() > 1) {
+  if (topo.nNodes() > 1 && topo.maxNodeSize() > 1) {
     relayAlloc_ = ctx_.backend.allocateNicVisible(ctx_.cfg.relayBytes);
     relayMr_ = ctx_.proxy->registerMemory(relayAlloc_->ptr(), relayAlloc_->size());
     std::vector<RemoteRegion> regions(n);
@@ -176,34 +177,16 @@ plan::Options CollectiveEngine::planOptions() const {
   return opt;
 }
 
-// This rank's part of the plan (plan/rank_planner.h), cached by what it depends on: the
-// inputs, with each relay step reduced to its slot and whether earlier steps exist.
+// This rank's part of the plan (plan/rank_planner.h), from the cache (exec/plan_cache.h: a
+// miss plans into the storage of the least recently used entry).
 std::shared_ptr<const plan::RankPlan> CollectiveEngine::planFor(const plan::RankInputs& in) {
-  const plan::Options opt = planOptions();
-  std::string key;
-  auto append = [&key](const auto& v) {
-    key.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
-  };
-  std::vector<uint64_t> steps;
-  for (uint64_t t : in.writerStep) steps.insert(steps.end(), {t % opt.slots, std::min<uint64_t>(t, opt.slots)});
-  steps.insert(steps.end(), {in.relayStepsBefore % opt.slots, std::min<uint64_t>(in.relayStepsBefore, opt.slots)});
-  for (const std::vector<uint64_t>* v : {&in.send, &in.recv, &in.relayIn, &in.roundChunks, &in.forwardSignals})
-    append(*v);
-  append(steps);
-  append(in.forwardLastBatch);
-  for (auto it = planCache_.begin(); it != planCache_.end(); ++it) {
-    if (it->first != key) continue;
-    planCache_.splice(planCache_.begin(), planCache_, it);
-    return it->second;
-  }
-  auto p = std::make_shared<const plan::RankPlan>(plan::makeRankPlan(ctx_.topo, opt, in).plan);
-  if (ctx_.cfg.dumpPlan) {
+  bool planned = false;
+  std::shared_ptr<const plan::RankPlan> p = planCache_.get(planOptions(), in, &planned);
+  if (planned && ctx_.cfg.dumpPlan) {
     std::string text;
     for (size_t i = 0; i < p->ops.size(); ++i) text += plan::formatOp(p->ops[i], ctx_.rank, (int)i) + "\n";
     fprintf(stderr, "%s", text.c_str());
   }
-  planCache_.emplace_front(key, p);
-  if (planCache_.size() > kPlanCacheSize) planCache_.pop_back();
   return p;
 }
 
@@ -221,8 +204,9 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
   const Topology& topo = ctx_.topo;
   const AlltoallvArgs& a = task.args;
   t.offset.assign(n, 0);
+  // Topology::railPeer: o puts its block to this rank itself when this rank is its relay here.
   auto remoteWriter = [&](int o) {
-    return !topo.sameNode(o, me) && topo.localRankOf(o) == topo.localRankOf(me);
+    return !topo.sameNode(o, me) && topo.railPeer(o, topo.nodeOf(me)) == me;
   };
   uint64_t localBytes = 0, remoteBytes = 0, span = 0;
   for (int o = 0; o < n; ++o) {
@@ -280,34 +264,36 @@ void CollectiveEngine::chooseTargets(const Task& task, Targets& t) {
 
 // A mate's receive offsets are checked against the memory it exported before this rank copies
 // anything there (DESIGN.md §4): a broken peer must not make this rank write out of bounds.
-// This rank writes its own block and the blocks it forwards for its rail peers (origin
-// rankAt(node, local) for each node). (Offsets into network targets are checked by the proxy.)
+// This rank writes its own block and the blocks it forwards for its writers
+// (CountExchange::writers). (Offsets into network targets are checked by the proxy.)
 void CollectiveEngine::checkPeerTarget(int j, const CountExchange::Result& x, size_t mapped) const {
   const Topology& topo = ctx_.topo;
-  const int me = ctx_.rank, node = topo.nodeOf(me), local = topo.localRankOf(me);
-  const int r = topo.rankAt(node, j), L = topo.localSize();
+  const int me = ctx_.rank, node = topo.nodeOf(me);
+  const int r = topo.rankAt(node, j), L = topo.nodeSize(node), W = counts_->writerSlots();
   const MetaHeader& h = x.localHeader[j];
-  for (int k = 0; k < topo.nNodes(); ++k) {
-    const int from = k == 0 ? node : topo.recvNode(node, k);
-    const uint64_t len = k == 0 ? x.inputs.send[r] : x.inputs.relayIn[(size_t)k * L + j];
-    const uint64_t off = x.localOffset[j][from];
+  const std::vector<CountExchange::Writer>& writers = counts_->writers();
+  for (size_t t = 0; t <= writers.size(); ++t) {
+    const CountExchange::Writer* w = t ? &writers[t - 1] : nullptr;
+    const uint64_t len = w ? x.inputs.relayIn[((size_t)w->k * W + w->m) * L + j] : x.inputs.send[r];
+    const uint64_t off = x.localOffset[j][t];
     if (len == 0) continue;
     if (h.targetBase > mapped || off > mapped - h.targetBase || len > mapped - h.targetBase - off)
       RMACC_THROW(rmaccRemoteError,
                   "rank %d asked for %llu bytes from rank %d at offset %llu of a %zu-byte buffer",
-                  r, (unsigned long long)len, topo.rankAt(from, local),
+                  r, (unsigned long long)len, w ? w->rank : me,
                   (unsigned long long)(h.targetBase + off), mapped);
   }
 }
 
 // Where this call's ops read and write: this rank's buffers, its mates' targets (mapped and
-// checked) with the offsets of the blocks this rank writes there, its rail peers' targets.
+// checked) with the offsets of the blocks this rank writes there, its relays' targets.
 void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result& x,
                                   const plan::RankPlan& plan, CallBuffers& b) {
   const int n = ctx_.nRanks, me = ctx_.rank;
   const Topology& topo = ctx_.topo;
-  const int node = topo.nodeOf(me), local = topo.localRankOf(me);
+  const int node = topo.nodeOf(me);
   const AlltoallvArgs& a = task.args;
+  const std::vector<CountExchange::Writer>& writers = counts_->writers();
   b.send = static_cast<const char*>(a.sendbuff);
   b.recv = static_cast<char*>(a.recvbuff);
   b.sendOffset = a.sendOffset;
@@ -323,12 +309,13 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
   for (const plan::Op& op : plan.ops)
     if (op.kind == plan::OpKind::kPut && op.bytes > 0 && op.dst.region == plan::Region::kRecv)
       writesInto[op.peer] = 1;
-  for (int j = 0; j < topo.localSize(); ++j) {
+  for (int j = 0; j < topo.nodeSize(node); ++j) {
     const int r = topo.rankAt(node, j);
     if (r == me) continue;
     b.peerRecvOffset[r].assign(n, 0);
-    for (int nd = 0; nd < topo.nNodes(); ++nd)
-      b.peerRecvOffset[r][topo.rankAt(nd, local)] = x.localOffset[j][nd];
+    b.peerRecvOffset[r][me] = x.localOffset[j][0];
+    for (size_t t = 0; t < writers.size(); ++t)
+      b.peerRecvOffset[r][writers[t].rank] = x.localOffset[j][t + 1];
     const MetaHeader& hr = x.localHeader[j];
     if (!hr.exportable || !writesInto[r]) continue;
     auto m = peerMapping(hr.handle.handle(), task.seq);
@@ -337,7 +324,7 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
   }
   for (int nd = 0; nd < topo.nNodes(); ++nd) {
     if (nd == node) continue;
-    const int r = topo.rankAt(nd, local);
+    const int r = topo.railPeer(me, nd);
     b.peerRecvOffset[r].assign(n, 0);
     b.peerRecvOffset[r][me] = x.railOffset[nd];
     b.peerRecv[r].remote = x.railRemote[nd];

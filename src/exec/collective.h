@@ -23,6 +23,7 @@
 #include "exec/count_exchange.h"
 #include "exec/signal_space.h"
 #include "exec/staging.h"
+#include "exec/plan_cache.h"
 #include "plan/plan.h"
 
 namespace rmacc {
@@ -125,7 +126,7 @@ class CollectiveEngine {
   };
   std::map<std::string, PeerMap> peerMaps_;
 
-  std::list<std::pair<std::string, std::shared_ptr<const plan::RankPlan>>> planCache_;  // LRU
+  PlanCache planCache_;
 
   std::mutex mu_;
   std::condition_variable cv_;

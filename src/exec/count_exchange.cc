@@ -39,19 +39,21 @@ namespace {
 constexpr uint32_t kRail1Tag = 0x434e5453;  // "CNTS"
 constexpr uint32_t kRail2Tag = 0x434e5432;  // "CNT2"
 
-// Step 2's message, followed by L u64: the sender's counts to the receiver's node's ranks.
+// Step 2's message (writer -> relay), followed by a Verdict and one u64 per rank of the relay's
+// node: the writer's counts to them.
 struct Rail1 {
   uint64_t seq;
-  uint64_t callSeq;       // the sender's collective call number: calls out of step are an error
-  RemoteRegion remote;    // the sender's network target (the receiver writes there directly)
-  uint64_t offsetForYou;  // where the receiver's block lands in it
-  uint64_t roundChunks;   // the sender's node's largest relay payload of round (receiver node)
+  uint64_t callSeq;      // the sender's collective call number: calls out of step are an error
+  uint64_t roundChunks;  // the sender's node's largest relay load of round (receiver node)
 };
-// Step 3's message.
+// Step 3's message (relay -> writer), followed by a Verdict.
 struct Rail2 {
   uint64_t seq;
-  uint64_t roundChunks;  // the largest relay payload of round (sender's node), communicator-wide
-  uint64_t firstStep;    // the relay step at which the receiver's chunks start at the sender
+  uint64_t roundChunks;   // the largest relay load of round (sender's node), communicator-wide
+  uint64_t firstStep;     // the relay step at which the receiver's chunks start at the sender
+  uint64_t writerOffset;  // steps of that round taken there by writers before the receiver
+  RemoteRegion remote;    // the sender's network target (the receiver writes there directly)
+  uint64_t offsetForYou;  // where the receiver's block lands in it
 };
 
 // Same AlltoAllV, different collective call: some rank made a collective call the others did
@@ -74,13 +76,21 @@ const T& at(const char* base, size_t offset) {
 CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
                              const plan::Options& options, double timeoutS)
     : boot_(boot), topo_(topo), rank_(rank), n_(topo.nRanks()), node_(topo.nodeOf(rank)),
-      local_(topo.localRankOf(rank)), L_(topo.localSize("the count exchange")),
-      nNodes_(topo.nNodes()),
-      options_(options) {
-  if (L_ > 1) {
+      local_(topo.localRankOf(rank)), L_(topo.nodeSize(node_)), nNodes_(topo.nNodes()),
+      options_(options), W_(plan::relayWriterSlots(topo, rank)),
+      gathersPerCall_(topo.uniform() ? 2 : 3) {
+  for (int k = 1; k < nNodes_; ++k) {
+    const int from = topo.recvNode(node_, k);
+    for (int m = 0; local_ + m * L_ < topo.nodeSize(from); ++m)
+      writers_.push_back({k, m, topo.rankAt(from, local_ + m * L_)});
+  }
+  // Setting up the node gather is collective: every rank takes part when any node has mates,
+  // and a rank alone on its node then drops its own.
+  if (topo.maxNodeSize() > 1) {
     const size_t rec1 = sizeof(MetaHeader) + sizeof(Verdict) + 8 * ((size_t)nNodes_ + 3 * n_);
     const size_t rec2 = sizeof(Verdict) + 16 * (size_t)L_;
     gather_ = std::make_unique<NodeGather>(boot, topo, rank, std::max(rec1, rec2), timeoutS);
+    if (L_ == 1) gather_.reset();
   }
 }
 
@@ -89,113 +99,145 @@ void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verd
   const size_t hdr = sizeof(MetaHeader) + sizeof(Verdict), chunks = hdr;
   const size_t sendAt = chunks + 8 * (size_t)nNodes_, recvAt = sendAt + 8 * (size_t)n_,
                offAt = recvAt + 8 * (size_t)n_;
-  aggChunks_ = myChunks_;
-  expect_.assign((size_t)nNodes_ * L_, 0);
-  for (int a = 0; a < nNodes_; ++a) expect_[(size_t)a * L_ + local_] = mine.recv[topo_.rankAt(a, local_)];
+  const size_t nw = writers_.size();
+  expect_.assign(nw * L_, 0);
+  for (size_t t = 0; t < nw; ++t) expect_[t * L_ + local_] = mine.recv[writers_[t].rank];
   out.localHeader.assign(L_, MetaHeader{});
   out.localOffset.assign(L_, std::vector<uint64_t>());
-  if (!gather_) return;
-  std::vector<char> rec(offAt + 8 * (size_t)n_);
-  memcpy(rec.data(), &mine.header, sizeof(MetaHeader));
-  memcpy(rec.data() + sizeof(MetaHeader), &v, sizeof(Verdict));
-  memcpy(rec.data() + chunks, myChunks_.data(), 8 * (size_t)nNodes_);
-  memcpy(rec.data() + sendAt, mine.send, 8 * (size_t)n_);
-  memcpy(rec.data() + recvAt, mine.recv, 8 * (size_t)n_);
-  memcpy(rec.data() + offAt, mine.offset, 8 * (size_t)n_);
-  gather_->publish(2 * seq - 1, rec.data(), rec.size());
-  for (int j = 0; j < L_; ++j) {
-    if (j == local_) continue;
-    const int mate = topo_.rankAt(node_, j);
-    const char* p = gather_->peerRecord(j, 2 * seq - 1);
-    out.localHeader[j] = at<MetaHeader>(p, 0);
-    RMACC_ENFORCE(out.localHeader[j].seq == seq, "rank %d is at call %llu, rank %d at %llu", mate,
-                  (unsigned long long)out.localHeader[j].seq, rank_, (unsigned long long)seq);
-    checkInStep(mate, out.localHeader[j].callSeq, mine.header.callSeq);
-    v.merge(at<Verdict>(p, sizeof(MetaHeader)));
-    const uint64_t sent = at<uint64_t>(p, sendAt + 8 * (size_t)rank_);
-    if (sent != mine.recv[mate]) v.mismatch(mate, rank_, sent, mine.recv[mate]);
-    for (int k = 1; k < nNodes_; ++k)
-      aggChunks_[k] = std::max(aggChunks_[k], at<uint64_t>(p, chunks + 8 * (size_t)k));
-    out.localOffset[j].resize(nNodes_);
-    for (int a = 0; a < nNodes_; ++a) {
-      const int origin = topo_.rankAt(a, local_);
-      expect_[(size_t)a * L_ + j] = at<uint64_t>(p, recvAt + 8 * (size_t)origin);
-      out.localOffset[j][a] = at<uint64_t>(p, offAt + 8 * (size_t)origin);
+  // [local rank * nNodes + k]: each mate's relay chunks of round k, for the relay loads.
+  std::vector<uint64_t> mateChunks((size_t)L_ * nNodes_, 0);
+  std::copy(myChunks_.begin(), myChunks_.end(), mateChunks.begin() + (size_t)local_ * nNodes_);
+  if (gather_) {
+    std::vector<char> rec(offAt + 8 * (size_t)n_);
+    memcpy(rec.data(), &mine.header, sizeof(MetaHeader));
+    memcpy(rec.data() + sizeof(MetaHeader), &v, sizeof(Verdict));
+    memcpy(rec.data() + chunks, myChunks_.data(), 8 * (size_t)nNodes_);
+    memcpy(rec.data() + sendAt, mine.send, 8 * (size_t)n_);
+    memcpy(rec.data() + recvAt, mine.recv, 8 * (size_t)n_);
+    memcpy(rec.data() + offAt, mine.offset, 8 * (size_t)n_);
+    const uint64_t gs = gathersPerCall_ * (seq - 1) + 1;
+    gather_->publish(gs, rec.data(), rec.size());
+    for (int j = 0; j < L_; ++j) {
+      if (j == local_) continue;
+      const int mate = topo_.rankAt(node_, j);
+      const char* p = gather_->peerRecord(j, gs);
+      out.localHeader[j] = at<MetaHeader>(p, 0);
+      RMACC_ENFORCE(out.localHeader[j].seq == seq, "rank %d is at call %llu, rank %d at %llu", mate,
+                    (unsigned long long)out.localHeader[j].seq, rank_, (unsigned long long)seq);
+      checkInStep(mate, out.localHeader[j].callSeq, mine.header.callSeq);
+      v.merge(at<Verdict>(p, sizeof(MetaHeader)));
+      const uint64_t sent = at<uint64_t>(p, sendAt + 8 * (size_t)rank_);
+      if (sent != mine.recv[mate]) v.mismatch(mate, rank_, sent, mine.recv[mate]);
+      memcpy(&mateChunks[(size_t)j * nNodes_], p + chunks, 8 * (size_t)nNodes_);
+      out.localOffset[j].resize(nw + 1);
+      out.localOffset[j][0] = at<uint64_t>(p, offAt + 8 * (size_t)rank_);
+      for (size_t t = 0; t < nw; ++t) {
+        const int origin = writers_[t].rank;
+        expect_[t * L_ + j] = at<uint64_t>(p, recvAt + 8 * (size_t)origin);
+        out.localOffset[j][t + 1] = at<uint64_t>(p, offAt + 8 * (size_t)origin);
+      }
+      out.bytes.sharedRead += hdr + 8 * ((size_t)nNodes_ + 2 + 2 * nw);
     }
-    out.bytes.sharedRead += hdr + 8 * (3 * (size_t)nNodes_ + 1);
+  }
+  // This node's share of each round's maximum: the largest load of a relay on the receiving
+  // node, the chunks of all this node's writers that share that relay (local ranks equal mod
+  // its node's size).
+  aggChunks_.assign(nNodes_, 0);
+  std::vector<uint64_t> load;
+  for (int k = 1; k < nNodes_; ++k) {
+    const int lb = topo_.nodeSize(topo_.sendNode(node_, k));
+    load.assign(lb, 0);
+    for (int j = 0; j < L_; ++j) load[j % lb] += mateChunks[(size_t)j * nNodes_ + k];
+    aggChunks_[k] = *std::max_element(load.begin(), load.end());
   }
 }
 
-// Step 2: trade counts with the rail peers; check theirs against this node's expectations.
+// Step 2: counts go to the relays; the writers' counts are checked against this node's
+// expectations.
 void CountExchange::railPhase1(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
   plan::RankInputs& in = out.inputs;
-  out.railRemote.assign(nNodes_, RemoteRegion{});
-  out.railOffset.assign(nNodes_, 0);
   roundMaxHere_ = node_ >= 1 ? aggChunks_[node_] : 0;
-  std::vector<char> msg(sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)L_);
+  std::vector<char> msg;
   for (int a = 0; a < nNodes_; ++a) {
     if (a == node_) continue;
-    const int peer = topo_.rankAt(a, local_);
-    Rail1 h{seq, mine.header.callSeq, mine.header.remote, mine.offset[peer],
-            a >= 1 ? aggChunks_[a] : 0};
+    const int peer = topo_.railPeer(rank_, a), la = topo_.nodeSize(a);
+    Rail1 h{seq, mine.header.callSeq, a >= 1 ? aggChunks_[a] : 0};
+    msg.resize(sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)la);
     memcpy(msg.data(), &h, sizeof(h));
     memcpy(msg.data() + sizeof(h), &v, sizeof(Verdict));
-    for (int j = 0; j < L_; ++j) {
+    for (int j = 0; j < la; ++j) {
       const uint64_t c = mine.send[topo_.rankAt(a, j)];
       memcpy(msg.data() + sizeof(h) + sizeof(Verdict) + 8 * j, &c, 8);
     }
     boot_.send(peer, kRail1Tag, msg.data(), msg.size());
     out.bytes.sent += msg.size();
   }
-  for (int k = 1; k < nNodes_; ++k) {
-    const int a = topo_.recvNode(node_, k), peer = topo_.rankAt(a, local_);
-    std::vector<char> got = boot_.recv(peer, kRail1Tag);
+  const size_t want = sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)L_;
+  for (size_t t = 0; t < writers_.size(); ++t) {
+    const Writer& w = writers_[t];
+    std::vector<char> got = boot_.recv(w.rank, kRail1Tag);
     out.bytes.received += got.size();
-    RMACC_ENFORCE(got.size() == msg.size(), "count exchange of call %llu: rank %d sent %zu bytes, expected %zu",
-                  (unsigned long long)seq, peer, got.size(), msg.size());
+    RMACC_ENFORCE(got.size() == want, "count exchange of call %llu: rank %d sent %zu bytes, expected %zu",
+                  (unsigned long long)seq, w.rank, got.size(), want);
     const Rail1& h = at<Rail1>(got.data(), 0);
-    RMACC_ENFORCE(h.seq == seq, "rank %d is at call %llu, rank %d at %llu", peer,
+    RMACC_ENFORCE(h.seq == seq, "rank %d is at call %llu, rank %d at %llu", w.rank,
                   (unsigned long long)h.seq, rank_, (unsigned long long)seq);
-    checkInStep(peer, h.callSeq, mine.header.callSeq);
+    checkInStep(w.rank, h.callSeq, mine.header.callSeq);
     v.merge(at<Verdict>(got.data(), sizeof(Rail1)));
-    out.railRemote[a] = h.remote;
-    out.railOffset[a] = h.offsetForYou;
     roundMaxHere_ = std::max(roundMaxHere_, h.roundChunks);
     for (int j = 0; j < L_; ++j) {
       const uint64_t c = at<uint64_t>(got.data(), sizeof(Rail1) + sizeof(Verdict) + 8 * j);
-      in.relayIn[(size_t)k * L_ + j] = c;
-      const uint64_t want = expect_[(size_t)a * L_ + j];
-      if (c != want) v.mismatch(peer, topo_.rankAt(node_, j), c, want);
+      in.relayIn[((size_t)w.k * W_ + w.m) * L_ + j] = c;
+      const uint64_t e = expect_[t * L_ + j];
+      if (c != e) v.mismatch(w.rank, topo_.rankAt(node_, j), c, e);
     }
   }
 }
 
-// Step 3: this rank's relay schedule goes back to its writers, with the round maximum.
-void CountExchange::railPhase2(uint64_t seq, Result& out, Verdict& v) {
+// Step 2b (node sizes differ): the node's verdict and its maximum of round (own node), which
+// some of its ranks heard only through their mates.
+void CountExchange::nodeRoundMax(uint64_t seq, Result& out, Verdict& v) {
+  if (!gather_) return;
+  char rec[sizeof(Verdict) + 8];
+  memcpy(rec, &v, sizeof(Verdict));
+  memcpy(rec + sizeof(Verdict), &roundMaxHere_, 8);
+  const uint64_t gs = gathersPerCall_ * (seq - 1) + 2;
+  gather_->publish(gs, rec, sizeof(rec));
+  for (int j = 0; j < L_; ++j) {
+    if (j == local_) continue;
+    const char* p = gather_->peerRecord(j, gs);
+    v.merge(at<Verdict>(p, 0));
+    roundMaxHere_ = std::max(roundMaxHere_, at<uint64_t>(p, sizeof(Verdict)));
+    out.bytes.sharedRead += sizeof(rec);
+  }
+}
+
+// Step 3: this relay's schedule goes back to its writers, with the round maximum and where
+// each writer's own block lands here.
+void CountExchange::railPhase2(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
   plan::RankInputs& in = out.inputs;
-  std::vector<uint64_t> firstStep(nNodes_, 0);  // [round]
-  uint64_t step = relaySteps_;
-  for (int k = 1; k < nNodes_; ++k) {
+  const Verdict known = v;  // what this rank knew when it sent (the same to every writer)
+  std::vector<char> msg(sizeof(Rail2) + sizeof(Verdict));
+  uint64_t step = relaySteps_, roundStart = step;
+  for (size_t t = 0; t < writers_.size(); ++t) {
+    const Writer& w = writers_[t];
+    if (w.m == 0) roundStart = step;
     uint64_t total = 0;
     for (int j = 0; j < L_; ++j)
-      if (j != local_) total += in.relayIn[(size_t)k * L_ + j];
-    firstStep[k] = step;
-    step += L_ > 1 ? plan::chunkCount(total, options_.slotBytes) : 0;
-  }
-  relayChunksThisCall_ = step - relaySteps_;
-  const Verdict mine = v;  // what this rank knew when it sent (the same to every peer)
-  std::vector<char> msg(sizeof(Rail2) + sizeof(Verdict));
-  for (int k = 1; k < nNodes_; ++k) {
-    const int peer = topo_.rankAt(topo_.recvNode(node_, k), local_);
-    Rail2 h{seq, roundMaxHere_, firstStep[k]};
+      if (j != local_) total += in.relayIn[((size_t)w.k * W_ + w.m) * L_ + j];
+    Rail2 h{seq, roundMaxHere_, step, step - roundStart, mine.header.remote, mine.offset[w.rank]};
+    step += plan::chunkCount(total, options_.slotBytes);
     memcpy(msg.data(), &h, sizeof(h));
-    memcpy(msg.data() + sizeof(h), &mine, sizeof(Verdict));
-    boot_.send(peer, kRail2Tag, msg.data(), msg.size());
+    memcpy(msg.data() + sizeof(h), &known, sizeof(Verdict));
+    boot_.send(w.rank, kRail2Tag, msg.data(), msg.size());
     out.bytes.sent += msg.size();
   }
+  relayChunksThisCall_ = step - relaySteps_;
   if (node_ >= 1) in.roundChunks[node_] = roundMaxHere_;
+  out.railRemote.assign(nNodes_, RemoteRegion{});
+  out.railOffset.assign(nNodes_, 0);
   for (int k = 1; k < nNodes_; ++k) {
-    const int a = topo_.sendNode(node_, k), peer = topo_.rankAt(a, local_);
+    const int a = topo_.sendNode(node_, k), peer = topo_.railPeer(rank_, a);
     std::vector<char> got = boot_.recv(peer, kRail2Tag);
     out.bytes.received += got.size();
     RMACC_ENFORCE(got.size() == msg.size() && at<Rail2>(got.data(), 0).seq == seq,
@@ -204,10 +246,14 @@ void CountExchange::railPhase2(uint64_t seq, Result& out, Verdict& v) {
     v.merge(at<Verdict>(got.data(), sizeof(Rail2)));
     if (a >= 1) in.roundChunks[a] = h.roundChunks;
     in.writerStep[k] = h.firstStep;
+    in.writerOffset[k] = h.writerOffset;
+    out.railRemote[a] = h.remote;
+    out.railOffset[a] = h.offsetForYou;
   }
 }
 
 // Step 4: the verdict, and what this rank forwards to each mate: signals and the last batch.
+// A writer's chunks follow those of the round's earlier writers at this relay.
 void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
   plan::RankInputs& in = out.inputs;
   in.forwardSignals.assign(L_, 0);
@@ -218,27 +264,32 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
   if (v.ok()) {
     const std::vector<int> base = plan::roundBases(in.roundChunks, options_);
     const uint64_t slot = options_.slotBytes;
-    for (int k = 1; k < nNodes_; ++k) {
+    uint64_t pos = 0;
+    for (const Writer& w : writers_) {
+      if (w.m == 0) pos = base[w.k];
+      const uint64_t* row = &in.relayIn[((size_t)w.k * W_ + w.m) * L_];
       uint64_t start = 0;
       for (int j = 0; j < L_; ++j) {
-        const uint64_t len = j == local_ ? 0 : in.relayIn[(size_t)k * L_ + j];
+        const uint64_t len = j == local_ ? 0 : row[j];
         for (uint64_t c = start / slot; len > 0 && c * slot < start + len; ++c) {
           const uint64_t lo = std::max(start, c * slot), hi = std::min(start + len, (c + 1) * slot);
           fwd[j] += plan::pieceCount(hi - lo, options_.maxPutBytes);
-          last[j] = std::max<int64_t>(last[j], base[k] + (int64_t)c + 1);
+          last[j] = std::max<int64_t>(last[j], (int64_t)(pos + c + 1));
         }
         start += len;
       }
+      pos += plan::chunkCount(start, slot);
     }
   }
   std::vector<char> rec(sizeof(Verdict) + 16 * (size_t)L_);
   memcpy(rec.data(), &v, sizeof(Verdict));
   memcpy(rec.data() + sizeof(Verdict), fwd.data(), 8 * (size_t)L_);
   memcpy(rec.data() + sizeof(Verdict) + 8 * (size_t)L_, last.data(), 8 * (size_t)L_);
-  gather_->publish(2 * seq, rec.data(), rec.size());
+  const uint64_t gs = gathersPerCall_ * seq;
+  gather_->publish(gs, rec.data(), rec.size());
   for (int j = 0; j < L_; ++j) {
     if (j == local_) continue;
-    const char* p = gather_->peerRecord(j, 2 * seq);
+    const char* p = gather_->peerRecord(j, gs);
     v.merge(at<Verdict>(p, 0));
     in.forwardSignals[j] = at<uint64_t>(p, sizeof(Verdict) + 8 * (size_t)local_);
     in.forwardLastBatch[j] = (int)at<int64_t>(p, sizeof(Verdict) + 8 * ((size_t)L_ + local_));
@@ -252,17 +303,18 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
   in.rank = rank_;
   in.send.assign(mine.send, mine.send + n_);
   in.recv.assign(mine.recv, mine.recv + n_);
-  in.relayIn.assign((size_t)nNodes_ * L_, 0);
+  in.relayIn.assign((size_t)nNodes_ * W_ * L_, 0);
   in.roundChunks.assign(nNodes_, 0);
   in.writerStep.assign(nNodes_, 0);
-  in.writerOffset.assign(nNodes_, 0);  // one writer per relay and round: nodes are equal
+  in.writerOffset.assign(nNodes_, 0);
   in.relayStepsBefore = relaySteps_;
+  // This rank's relay payload to each round's node: its blocks there but the relay's own.
   myChunks_.assign(nNodes_, 0);
-  for (int k = 1; k < nNodes_ && L_ > 1; ++k) {
-    const int b = topo_.sendNode(node_, k);
+  for (int k = 1; k < nNodes_; ++k) {
+    const int b = topo_.sendNode(node_, k), skip = topo_.railLocal(local_, b);
     uint64_t total = 0;
-    for (int j = 0; j < L_; ++j)
-      if (j != local_) total += mine.send[topo_.rankAt(b, j)];
+    for (int j = 0; j < topo_.nodeSize(b); ++j)
+      if (j != skip) total += mine.send[topo_.rankAt(b, j)];
     myChunks_[k] = plan::chunkCount(total, options_.slotBytes);
   }
   Verdict v;
@@ -271,7 +323,8 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
   nodePhase1(seq, mine, out, v);
   if (nNodes_ > 1) {
     railPhase1(seq, mine, out, v);
-    railPhase2(seq, out, v);
+    if (!topo_.uniform()) nodeRoundMax(seq, out, v);
+    railPhase2(seq, mine, out, v);
   } else {
     relayChunksThisCall_ = 0;
   }

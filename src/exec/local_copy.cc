@@ -79,7 +79,7 @@ double hostShare(int localRanks, double hostGBs, double nvlinkGBs) {
 LocalCopier::LocalCopier(Backend& backend, Bootstrap& boot, const Topology& topo, int rank,
                          LocalCopyMode mode, size_t slotBytes)
     : backend_(backend), mode_(mode) {
-  const int n = topo.nRanks(), node = topo.nodeOf(rank), L = topo.localSize();
+  const int n = topo.nRanks(), node = topo.nodeOf(rank), L = topo.nodeSize(node);
   const int local = topo.localRankOf(rank);
   // Every rank takes part in the exchange whatever its mode, so that ranks configured
   // differently still pair their collectives.
@@ -87,7 +87,7 @@ LocalCopier::LocalCopier(Backend& backend, Bootstrap& boot, const Topology& topo
   if (peerRoute) hosted_ = backend.allocate(2 * slotBytes);
   std::vector<HandleRecord> records(n);
   if (hosted_) records[rank] = HandleRecord::from(hosted_->exportHandle());
-  if (L > 1) boot.allGather(records.data(), sizeof(HandleRecord));
+  if (topo.maxNodeSize() > 1) boot.allGather(records.data(), sizeof(HandleRecord));  // collective
   if (mode == LocalCopyMode::kDirect) return;
 
   hostSlots_ = backend.allocateHostVisible(2 * slotBytes);

@@ -184,21 +184,32 @@ void RmaEngine::barrier(Stream& stream, int ctx) {
   const int node = topo.nodeOf(me);
   std::vector<SignalWait> waits;
   // Phase 1: the node. Every rank signals every other rank of its node and waits for them.
-  for (int l = 0; l < topo.localSize(); ++l) {
+  for (int l = 0; l < topo.nodeSize(node); ++l) {
     int peer = topo.rankAt(node, l);
     if (peer == me) continue;
     signal(stream, peer, ctx, 0);
     waits.push_back({peer, ctx, 0, 1});
   }
   wait(stream, waits.data(), waits.size());
-  // Phase 2: the rail. A rank enters it only after its whole node arrived, so when its rail
-  // peers have signalled, every rank of every node has arrived.
+  // Phase 2: the rails (Topology::railPeer). A rank enters it only after its whole node
+  // arrived. It signals its relay on every other node and its writers there (the ranks whose
+  // relay it is), and waits for the same ranks: the relation is symmetric, so the signals
+  // match the waits, and every rank hears from at least one rank of every node (its relay),
+  // so when they have signalled, every rank of every node has arrived. With equal node sizes
+  // the relay and the one writer are the same rank.
   waits.clear();
+  const int local = topo.localRankOf(me), size = topo.nodeSize(node);
   for (int other = 0; other < topo.nNodes(); ++other) {
     if (other == node) continue;
-    int peer = topo.rankAt(other, topo.localRankOf(me));
-    signal(stream, peer, ctx, 1, /*waitDone=*/false);
-    waits.push_back({peer, ctx, 1, 1});
+    const int relay = topo.railPeer(me, other);
+    signal(stream, relay, ctx, 1, /*waitDone=*/false);
+    waits.push_back({relay, ctx, 1, 1});
+    for (int l = local; l < topo.nodeSize(other); l += size) {
+      const int writer = topo.rankAt(other, l);
+      if (writer == relay) continue;
+      signal(stream, writer, ctx, 1, /*waitDone=*/false);
+      waits.push_back({writer, ctx, 1, 1});
+    }
   }
   wait(stream, waits.data(), waits.size());
   waitProxyDone(stream);
