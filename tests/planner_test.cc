@@ -25,6 +25,7 @@ Options opts(uint64_t slotBytes = 1 << 20, int slots = 2, uint64_t maxPut = 1ull
   o.slotBytes = slotBytes;
   o.slots = slots;
   o.maxPutBytes = maxPut;
+  o.creditWindow = 0;  // the hand-checked plans credit slot reuse only; pacing tests set it
   return o;
 }
 
@@ -373,6 +374,46 @@ TEST(Planner, CreditsDoNotHoldUpTheBatchsPuts) {
   }
   EXPECT_GT(credits, 0);
   expectGood({p});
+}
+
+// Pacing (Options::creditWindow): with a window W below the slot count S, the writer of relay
+// step t >= W waits for a credit that the relay sends after forwarding step t-W (and step t-S,
+// when that is in this call), so a relay never holds more than W steps that it has not
+// forwarded. 6 nodes x 2, one chunk per round: a relay takes 5 steps (0-4) per call. Without a
+// window (S = 4) only step 4 waits, for step 0; with W = 3, steps 3 and 4 wait, step 4's credit
+// for the forwards of steps 0 (reuse) and 1 (window). Three calls verify, carried credits
+// included, and small rounds stop sharing positions (roundsPerBatch <= W / 2 = 1).
+TEST(Planner, CreditWindowPacesRelayWriters) {
+  const Topology topo = Topology::blocks(6, 2);
+  const auto b = counts(12, [](int s, int d) { return s == d ? 0 : (uint64_t)(8 + s % 3); });
+  for (int window : {0, 3, 2}) {
+    Options o = opts(64, 4);
+    o.creditWindow = window;
+    const Plan p = planOf(topo, b, o);
+    const int w = window == 0 ? 4 : window;
+    EXPECT_EQ(creditWindow(o), w);
+    EXPECT_EQ(roundsPerBatch(o), w / 2);
+    for (int r = 0; r < 12; ++r) {
+      const auto& ops = p.ranks[r].ops;
+      auto credits = find(p, r, [](const Op& op) { return isSignal(op, kPlanCtxCredit); });
+      auto waits = find(p, r, [](const Op& op) { return isWait(op, kPlanCtxCredit); });
+      // Forwards in step order: each step forwards one block (to the relay's one node-mate).
+      auto fwd =
+          find(p, r, [](const Op& op) { return isData(op) && op.src.region == Region::kRelay; });
+      ASSERT_EQ(fwd.size(), 5u) << "r" << r;
+      ASSERT_EQ((int)credits.size(), 5 - w) << "window " << window << " r" << r;
+      EXPECT_EQ((int)waits.size(), 5 - w) << "window " << window << " r" << r;
+      for (int c = 0; c < (int)credits.size(); ++c) {
+        const int t = w + c;
+        std::vector<int> want{fwd[t - w]};
+        if (t >= 4 && w < 4) want.insert(want.begin(), fwd[t - 4]);
+        EXPECT_EQ(ops[credits[c]].deps, want) << "window " << window << " r" << r << " step " << t;
+      }
+    }
+    const Plan p2 = planOf(topo, b, o, p.after);
+    const Plan p3 = planOf(topo, b, o, p2.after);
+    expectGood({p, p2, p3});
+  }
 }
 
 TEST(Planner, SplitsPutsAtMaxPutBytes) {

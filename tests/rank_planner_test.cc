@@ -83,6 +83,7 @@ TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
     o.maxPutBytes = uniform(rng, 0, 2) == 0 ? (1ull << 30) : uniform(rng, 1, 24);
     o.entrySignals = uniform(rng, 0, 5) != 0;
     o.roundsPerBatch = (int)uniform(rng, 0, 3);
+    o.creditWindow = c % 4;  // 0 (slots), 1 (2), 2, 3: not from rng, earlier draws unchanged
     Carry carry;
     const int calls = (int)uniform(rng, 1, 3);
     for (int k = 0; k < calls; ++k) {

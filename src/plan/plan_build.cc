@@ -72,15 +72,20 @@ std::vector<Op> sortDrafts(std::vector<Draft>& drafts, int rank) {
   return ops;
 }
 
+int creditWindow(const Options& options) {
+  const int w = options.creditWindow <= 0 ? options.slots : options.creditWindow;
+  return std::max(2, std::min(w, options.slots));
+}
+
 int roundsPerBatch(const Options& options) {
-  const int most = std::max(1, options.slots / 2);
+  const int most = std::max(1, creditWindow(options) / 2);
   return options.roundsPerBatch <= 0 ? most : std::min(options.roundsPerBatch, most);
 }
 
-// Why at most slots / 2 small rounds per position: a relay takes at most one step per small
-// round, so steps t .. t+S of one relay span at least three positions and the writer of step
-// t+S waits for its credit at least two positions after step t was put -- planner.cc's
-// deadlock argument, unchanged.
+// Why at most W / 2 small rounds per position (W = creditWindow, S by default): a relay takes at
+// most one step per small round, so steps t .. t+W of one relay span at least three positions
+// and the writer of step t+W waits for its credit at least two positions after step t was put
+// -- planner.cc's deadlock argument, unchanged.
 std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks, const Options& options) {
   const int nNodes = std::max<int>(1, (int)roundChunks.size()), perBatch = roundsPerBatch(options);
   std::vector<int> base(nNodes + 1, 0);

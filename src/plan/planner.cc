@@ -6,10 +6,12 @@
 // strictly smaller key to a larger one:
 //   entry signal (0,Start) -> entry wait (0,EntryWait) -> puts/forwards of any later batch;
 //   credit wait (p,CreditWait) -> relay put (p,Put) -> relay wait (p+1,RelayWait)
-//   -> forwards (p+1,Forward) -> credit for step t+S (p+1,Credit) -> its credit wait at
-//   (p',CreditWait) with p' >= p+2, because one relay takes at most S/2 steps per position
+//   -> forwards (p+1,Forward) -> credit for step t+W (p+1,Credit) -> its credit wait at
+//   (p',CreditWait) with p' >= p+2, because one relay takes at most W/2 steps per position
 //   (one per position in a round of several chunks; small rounds share a position only
-//   roundsPerBatch <= S/2 at a time, plan_build.cc roundBases).
+//   roundsPerBatch <= W/2 at a time, plan_build.cc roundBases). W = creditWindow(options) <= S
+//   (S, the slot count, by default); the credit for step t+W also waits for the forwards of
+//   step t+W-S when W < S, which have a smaller key still.
 // So the unfinished op with the smallest key never waits on anything unfinished: with lanes
 // sorted by key there is no deadlock, whatever the counts. Matching waits to signals is also
 // in key order on both ends, so cumulative counts pair each wait with the intended signals.
@@ -209,9 +211,10 @@ void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   const uint64_t lo = c * slot, hi = std::min(p.total, lo + slot);
   const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
   const int w = p.writer;
-  // Slot reuse: step t overwrites step t-S, so the writer waits for the relay's credit.
+  // Slot reuse: step t overwrites step t-S, so the writer waits for the relay's credit; with
+  // pacing it waits for step t-W's (W <= S), which also says step t-S is forwarded.
   int credit = -1;
-  if (t >= (uint64_t)opt_.slots) {
+  if (t >= (uint64_t)creditWindow(opt_)) {
     credit = add(w, waitOp(Lane::kProxyWait, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
   }
   uint64_t pieces = 0;
@@ -262,21 +265,28 @@ void Planner::addDirect(int src, int k) {
 
 // Credits. The writer of step t >= S overwrites the slot of step t-S, so the relay tells it,
 // with a zero-byte proxy put on the credit context, once every forward of step t-S is done.
-// When step t-S belonged to an earlier call, the executor already guarantees that call is
-// complete on the relay before any op of this one starts, so the credit is "carried": sent at
-// the start of this call with no deps. Credits to one writer go out in step order (carried
-// ones first, then by position), matching the order of that writer's credit waits, so the
-// writer's cumulative count pairs each wait with the credit of its own step.
+// With pacing (window W < S) the credit of step t >= W waits for the forwards of step t-W
+// too, and goes out after them. When step t-W belonged to an earlier call, the executor
+// already guarantees that call is complete on the relay before any op of this one starts, so
+// the credit is "carried": sent at the start of this call with no deps. Credits to one writer
+// go out in step order (carried ones first, then by position), matching the order of that
+// writer's credit waits, so the writer's cumulative count pairs each wait with the credit of
+// its own step.
 void Planner::addCredits(int relay) {
   const auto& steps = relaySteps_[relay];
   const uint64_t first = before_[relay], slots = (uint64_t)opt_.slots;
+  const uint64_t window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps.size(); ++s) {
     const uint64_t t = first + s;
-    if (t < slots) continue;  // the slot has never been used
+    if (t < window) continue;  // no step that far back
     Op credit = putOp(Lane::kProxyPut, steps[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
-    if (t - slots >= first) {
-      const Step& prev = steps[s - slots];
+    if (t - window >= first) {
+      const Step& prev = steps[s - window];
       credit.deps = prev.forwards;
+      if (window < slots && t >= slots + first) {
+        const std::vector<int>& reuse = steps[s - slots].forwards;
+        credit.deps.insert(credit.deps.end(), reuse.begin(), reuse.end());
+      }
       add(relay, std::move(credit), prev.pos + 1, kPhaseCredit);
     } else {
       add(relay, std::move(credit), 0, kPhaseStart);

@@ -205,7 +205,7 @@ void RankPlanner::addWriterChunks(int k) {
     const uint64_t t = in_.writerStep[k] + c, lo = c * slot, hi = std::min(total, lo + slot);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
     int credit = -1;
-    if (t >= (uint64_t)opt_.slots)
+    if (t >= (uint64_t)creditWindow(opt_))
       credit = add(waitOp(Lane::kProxyWait, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
     for (const Block& b : blocks) {
       const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
@@ -271,14 +271,19 @@ void RankPlanner::addDirect(int k) {
 // As planner.cc addCredits, for this rank's steps.
 void RankPlanner::addCredits() {
   const uint64_t first = in_.relayStepsBefore, slots = (uint64_t)opt_.slots;
+  const uint64_t window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps_.size(); ++s) {
     const uint64_t t = first + s;
-    if (t < slots) continue;
+    if (t < window) continue;
     Op credit = putOp(Lane::kProxyPut, steps_[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
-    if (t - slots >= first) {
-      const Scratch::Step& prev = steps_[s - slots];
+    if (t - window >= first) {
+      const Scratch::Step& prev = steps_[s - window];
       add(std::move(credit), prev.pos + 1, kPhaseCredit);
       addDeps(s_.forwards.data() + prev.fwdAt, prev.fwdCount);
+      if (window < slots && t >= slots + first) {
+        const Scratch::Step& reuse = steps_[s - slots];
+        addDeps(s_.forwards.data() + reuse.fwdAt, reuse.fwdCount);
+      }
     } else {
       add(std::move(credit), 0, kPhaseStart);
     }

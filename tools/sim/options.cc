@@ -24,7 +24,8 @@ const char* kUsage =
     "traffic:  --traffic uniform|random|zipf|moe  --bytes SIZE (per rank)  --seed S\n"
     "          moe: --tokens T --hidden H --elem-bytes B --experts E --topk K\n"
     "               --node-limit M --skew S\n"
-    "planner:  --relay-bytes SIZE  --relay-slots S  --max-put SIZE\n"
+    "planner:  --relay-bytes SIZE  --relay-slots S  --max-put SIZE  --credit-window W\n"
+    "          --rounds-per-batch R   (Options::creditWindow, ::roundsPerBatch; 0: default)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -102,6 +103,10 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--relay-bytes", [&](auto& k, auto v) { o.relayBytes = size(k, v); }},
       {"--relay-slots", [&](auto& k, auto v) { slots = integer(k, v, 2, 1024); }},
       {"--max-put", [&](auto& k, auto v) { o.planner.maxPutBytes = size(k, v); }},
+      {"--credit-window",
+       [&](auto& k, auto v) { o.planner.creditWindow = integer(k, v, 0, 1024); }},
+      {"--rounds-per-batch",
+       [&](auto& k, auto v) { o.planner.roundsPerBatch = integer(k, v, 0, 1024); }},
       {"--trace", [&](auto&, auto v) { o.tracePath = v; }},
       {"--schedule",
        [&](auto&, auto v) {
