@@ -109,7 +109,8 @@ rmaccResult_t rmaccBarrier(rmaccComm_t comm, rmaccStream_t stream);
    before later work on the stream runs. Blocks that would not fit in recvcapacity elements:
    nothing is written past it, every rank's call fails with rmaccInvalidUsage (through
    rmaccCommGetAsyncError / rmaccStreamSynchronize) and recvcounts says what would have arrived.
-   (DESIGN.md 4.1. Not yet capturable in a CUDA graph.) */
+   (DESIGN.md 4.1. Not yet capturable in a CUDA graph: like every rmacc call, it fails with
+   rmaccInvalidUsage on a stream under capture.) */
 rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t* sendcounts,
                                     const size_t* sdispls, void* recvbuff, size_t recvcapacity,
                                     size_t* recvcounts, size_t* rdispls,
