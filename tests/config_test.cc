@@ -59,6 +59,7 @@ const Knob kKnobs[] = {
     Knob{"RMACC_RELAY_BYTES", "8K", [](const Config& c) { return c.relayBytes == 8192; }, "1K"},
     Knob{"RMACC_BOOTSTRAP_ADDR", "10.0.0.1", [](const Config& c) { return c.bootstrapAddr == "10.0.0.1"; }, nullptr},
     Knob{"RMACC_RELAY_SLOTS", "8", [](const Config& c) { return c.relaySlots == 8; }, "1"},
+    Knob{"RMACC_CREDIT_WINDOW", "0", [](const Config& c) { return c.creditWindow == 0; }, "-1"},
     Knob{"RMACC_ENTRY_SYNC", "barrier", [](const Config& c) { return c.entrySync == EntrySync::kBarrier; }, "none"},
     Knob{"RMACC_MAX_PUT_BYTES", "1M", [](const Config& c) { return c.maxPutBytes == (1u << 20); }, "12"},
     Knob{"RMACC_DUMP_PLAN", "1", [](const Config& c) { return c.dumpPlan; }, "2"},

@@ -107,6 +107,24 @@ TEST(Init, MalformedEnvironmentIsRejected) {
       << "a malformed RMACC_RELAY_SLOTS was not rejected by name";
 }
 
+// The knobs that shape AlltoAllV plans must agree: each rank plans only its own part, so a
+// rank with another credit window (or slot count) would wait for signals nobody sends. Init
+// fails on every rank with rmaccInvalidUsage naming both settings, instead of a later hang.
+TEST(Init, PlanSettingsThatDifferBetweenRanksFailEveryRank) {
+  RunOptions o;
+  o.nodeOf = blockNodes(2, 2);
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"}};
+  runRanks(4, o, [](const RankContext& ctx) {
+    // Each rank is a process of its own that has not read its configuration yet.
+    if (ctx.rank == 2) setenv("RMACC_CREDIT_WINDOW", "3", 1);
+    rmaccComm_t comm = nullptr;
+    EXPECT_EQ(rmaccCommInitRank(&comm, 4, ctx.id, ctx.rank), rmaccInvalidUsage);
+    std::string why = rmaccGetLastError(nullptr);
+    EXPECT_NE(why.find("RMACC_CREDIT_WINDOW=3"), std::string::npos) << why;
+    EXPECT_NE(why.find("rank 2"), std::string::npos) << why;
+  });
+}
+
 // A destroyed handle is refused by a registry of live communicators, not by reading the freed
 // handle: here the freed block is reused (malloc hands the last freed block of its size back)
 // and holds what a live handle holds, which the old check took for a communicator and deleted.

@@ -45,6 +45,8 @@ enum class ParamVisibility { kPublic, kInternal };
     "first non-loopback IPv4", "address the rendezvous root listens on")                          \
   X(int, relaySlots, 4, "RMACC_RELAY_SLOTS", IntParam<2 COMMA 1024>, kInternal, "`4`",            \
     "slots the relay memory is split into (≥ 2); round k uses slot k mod S")                      \
+  X(int, creditWindow, 2, "RMACC_CREDIT_WINDOW", IntParam<0 COMMA 1024>, kInternal, "`2`",        \
+    "relay steps a writer may run ahead of its relay's forwards (pacing; `0`: the slot count)")   \
   X(EntrySync, entrySync, EntrySync::kSignals, "RMACC_ENTRY_SYNC", EnumParam<EntrySync>,          \
     kInternal, "`signals`",                                                                       \
     "`signals` (per-peer readiness signals) or `barrier` before each AlltoAllV")                  \

@@ -32,6 +32,7 @@ CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma)
     : ctx_(ctx), planCache_(ctx_.topo, kPlanCacheSize) {
   const Topology& topo = ctx_.topo;
   const int n = ctx_.nRanks;
+  checkPlanOptionsAgree();
   doneAlloc_ = ctx_.backend.allocateHostVisible(sizeof(uint64_t));
   doneFlag_ = static_cast<volatile uint64_t*>(doneAlloc_->ptr());
   *doneFlag_ = 0;
@@ -167,6 +168,33 @@ void CollectiveEngine::quiesce() {
   executor_->drain();
 }
 
+// Every rank plans only its own part, from the same inputs: the knobs that shape plans must be
+// equal on every rank, or the parts would not fit together (a wait for a signal nobody sends,
+// or a relay slot reused early). One all-gather at init; every rank sees the same table, so
+// every rank fails alike.
+void CollectiveEngine::checkPlanOptionsAgree() {
+  struct Shape {
+    uint64_t relayBytes, maxPutBytes;
+    int32_t slots, creditWindow, entrySignals, pad;
+  };
+  const Config& cfg = ctx_.cfg;
+  std::vector<Shape> all(ctx_.nRanks);
+  all[ctx_.rank] = Shape{cfg.relayBytes, cfg.maxPutBytes, cfg.relaySlots, cfg.creditWindow,
+                         cfg.entrySync == EntrySync::kSignals, 0};
+  ctx_.bootstrap.allGather(all.data(), sizeof(Shape));
+  auto describe = [](const Shape& s) {
+    return strprintf("RMACC_RELAY_BYTES=%llu RMACC_RELAY_SLOTS=%d RMACC_MAX_PUT_BYTES=%llu "
+                     "RMACC_ENTRY_SYNC=%s RMACC_CREDIT_WINDOW=%d",
+                     (unsigned long long)s.relayBytes, s.slots, (unsigned long long)s.maxPutBytes,
+                     s.entrySignals ? "signals" : "barrier", s.creditWindow);
+  };
+  for (int r = 1; r < ctx_.nRanks; ++r)
+    if (memcmp(&all[r], &all[0], sizeof(Shape)) != 0)
+      RMACC_THROW(rmaccInvalidUsage, "the ranks plan AlltoAllV with different settings, which must be "
+                  "equal on every rank: rank 0 has %s; rank %d has %s", describe(all[0]).c_str(), r,
+                  describe(all[r]).c_str());
+}
+
 plan::Options CollectiveEngine::planOptions() const {
   const Config& cfg = ctx_.cfg;
   plan::Options opt;
@@ -174,6 +202,7 @@ plan::Options CollectiveEngine::planOptions() const {
   opt.slotBytes = cfg.relayBytes / cfg.relaySlots;
   opt.maxPutBytes = cfg.maxPutBytes;
   opt.entrySignals = cfg.entrySync == EntrySync::kSignals;
+  opt.creditWindow = cfg.creditWindow;
   return opt;
 }
 

@@ -88,6 +88,7 @@ class CollectiveEngine {
   void checkPeerTarget(int localRank, const CountExchange::Result& x, size_t mapped) const;
   void fail(uint64_t seq, rmaccResult_t code, const std::string& text);
   plan::Options planOptions() const;
+  void checkPlanOptionsAgree();
   std::shared_ptr<const plan::RankPlan> planFor(const plan::RankInputs& in);
   // A peer's receive target mapped here, cached by its export handle.
   // The mapping stays cached until no enqueued call may still copy into it.
