@@ -334,7 +334,8 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
   // Map a node mate's receive buffer only when this call writes bytes into it (a signal needs
   // no mapping): a mate that gets no bytes from this rank may have finished its call and freed
   // the buffer before this rank gets here, and the import would then fail.
-  std::vector<char> writesInto(n, 0);
+  std::vector<char>& writesInto = writesInto_;  // kept: no allocation per call
+  writesInto.assign(n, 0);
   for (const plan::Op& op : plan.ops)
     if (op.kind == plan::OpKind::kPut && op.bytes > 0 && op.dst.region == plan::Region::kRecv)
       writesInto[op.peer] = 1;

@@ -126,6 +126,7 @@ class CollectiveEngine {
     uint64_t lastUse;  // the last call that copies into it
   };
   std::map<std::string, PeerMap> peerMaps_;
+  std::vector<char> writesInto_;  // setBuffers: the node mates this call writes bytes into
 
   PlanCache planCache_;
 
