@@ -447,5 +447,49 @@ TEST(Alltoallv, CallsReturnWhileAPeerIsLate) {
   });
 }
 
+// A caller may run at most RMACC_MAX_CALLS_IN_FLIGHT calls ahead of the device: with the bound
+// at 2 and rank 0's stream held on a signal rank 1 sends 1.5 s late, rank 0's third call
+// returns only once its first finished (unbounded, it returned at once; on CUDA a deep backlog
+// filled the streams' command queues and stalled every rank). The data stays exact.
+TEST(Alltoallv, CallsInFlightAreBounded) {
+  RunOptions o = optionsFor({1, 2});
+  o.env.push_back({"RMACC_MAX_CALLS_IN_FLIGHT", "2"});
+  runRanks(2, o, [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    auto counts = makeCounts(Pattern::kUniform, 2, 1000, 1);
+    Layout l = makeLayout(counts, 2, ctx.rank, 1);
+    std::vector<uint8_t> send(l.sendElems * 4 + 4), recv(l.recvElems * 4 + 4, kPoison);
+    fillSend(send.data(), l, 4, ctx.rank, 1);
+    auto call = [&] {
+      RMACC_ASSERT_OK(rmaccAlltoAllv(send.data(), l.sendcounts.data(), l.sdispls.data(),
+                                     recv.data(), l.recvcounts.data(), l.rdispls.data(),
+                                     rmaccFloat32, comm.get(), comm.stream()));
+    };
+    if (ctx.rank == 0) {
+      rmaccWaitSignalDesc_t d{1, 1, 0, 0};
+      RMACC_ASSERT_OK(rmaccWaitSignal(1, &d, comm.get(), comm.stream()));
+      auto t0 = std::chrono::steady_clock::now();
+      call();
+      call();
+      call();
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_GE(s, 1.0) << "the third call returned before the first finished";
+    } else {
+      call();
+      call();
+      usleep(1500 * 1000);
+      rmaccStream_t side = nullptr;
+      RMACC_ASSERT_OK(rmaccStreamCreate(comm.get(), &side));
+      RMACC_ASSERT_OK(rmaccSignal(0, 0, 0, 0, comm.get(), side));
+      RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), side));
+      RMACC_ASSERT_OK(rmaccStreamDestroy(comm.get(), side));
+      call();
+    }
+    RMACC_ASSERT_OK(comm.sync());
+    std::string first;
+    EXPECT_EQ(checkRecv(recv.data(), l, 4, ctx.rank, 1, &first), 0u) << first;
+  });
+}
+
 }  // namespace
 }  // namespace rmacc::test

@@ -331,10 +331,14 @@ TEST(GpuCapture, CallsUnderCaptureAreRefused) {
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     rmaccResult_t r = rmaccAlltoAll(send, recv, count, rmaccInt32, comm, stream);
     std::string why = rmaccGetLastError(comm);
+    EXPECT_EQ(r, rmaccInvalidUsage) << why;
+    EXPECT_NE(why.find("captured"), std::string::npos) << why;
+    // The refusal leaves the user's capture intact.
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    CUDA_OK(cudaStreamIsCapturing(stream, &status));
+    EXPECT_EQ(status, cudaStreamCaptureStatusActive) << "the refused call invalidated the capture";
     cudaGraph_t graph = nullptr;
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
-    EXPECT_EQ(r, rmaccInvalidUsage);
-    EXPECT_NE(why.find("captured"), std::string::npos) << why;
     size_t nodes = 1;
     CUDA_OK(cudaGraphGetNodes(graph, nullptr, &nodes));
     EXPECT_EQ(nodes, 0u) << "the refused call enqueued work into the graph";

@@ -43,6 +43,12 @@ enum class ParamVisibility { kPublic, kInternal };
     "relay memory per rank for receive-side PXN (suffixes K, M, G)")                              \
   X(std::string, bootstrapAddr, "", "RMACC_BOOTSTRAP_ADDR", TextParam, kInternal,                 \
     "first non-loopback IPv4", "address the rendezvous root listens on")                          \
+  /* Each call queues a few stream ops on the caller's stream and more on rmacc's; CUDA     */   \
+  /* blocks a thread whose stream's command queue is full, and a deep enough backlog of    */   \
+  /* small cross-node calls stalled every rank for good (H200, 2 x 1, 3,000 calls).        */   \
+  X(int, maxCallsInFlight, 32, "RMACC_MAX_CALLS_IN_FLIGHT", IntParam<1 COMMA 4096>, kInternal,    \
+    "`32`", "collective calls a rank may have enqueued and not yet finished; the next call "     \
+    "waits on the host until one finishes")                                                       \
   X(int, relaySlots, 4, "RMACC_RELAY_SLOTS", IntParam<2 COMMA 1024>, kInternal, "`4`",            \
     "slots the relay memory is split into (≥ 2); round k uses slot k mod S")                      \
   X(int, creditWindow, 2, "RMACC_CREDIT_WINDOW", IntParam<0 COMMA 1024>, kInternal, "`2`",        \

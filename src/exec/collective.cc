@@ -72,7 +72,31 @@ CollectiveEngine::~CollectiveEngine() {
   executor_.reset();
 }
 
+// A caller that runs far ahead of the device fills the command queues of its streams, and CUDA
+// then blocks it inside a stream call, while it holds mu_ (and with it the progress thread, whose
+// work the device waits for): a deadlock, seen on an H200 after a few calls of a 3,000-call loop
+// across 2 nodes. Waiting here, on the host and holding nothing, keeps the backlog bounded.
+void CollectiveEngine::waitForRoom() {
+  const uint64_t limit = (uint64_t)ctx_.cfg.maxCallsInFlight;
+  uint64_t next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next = nextSeq_ + 1;
+  }
+  if (next <= doneSeq() + limit) return;
+  const double deadline = monotonicSeconds() + ctx_.cfg.timeoutS;
+  while (next > doneSeq() + limit) {
+    if (ctx_.failures.asyncError() != rmaccSuccess) return;  // the call fails with the rest
+    if (monotonicSeconds() > deadline)
+      RMACC_THROW(rmaccTimeout, "call %llu: %llu earlier calls did not finish within %.1f s",
+                  (unsigned long long)next, (unsigned long long)(next - 1 - doneSeq()),
+                  ctx_.cfg.timeoutS);
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
+  if (user) waitForRoom();
   Task task;
   task.args = std::move(args);
   std::lock_guard<std::mutex> lock(mu_);

@@ -79,6 +79,8 @@ class CollectiveEngine {
     std::unique_ptr<Event> start;
     double queuedAt = 0;  // seconds (steady clock) when the call was enqueued
   };
+  // Holds the caller until fewer than RMACC_MAX_CALLS_IN_FLIGHT calls are unfinished.
+  void waitForRoom();
   void progressLoop();
   void runTask(Task& task);
   struct Targets;

@@ -89,6 +89,8 @@ class CudaBackend : public Backend {
   IpcExporter ipc_;  // after state_, which it shares
   std::mutex userMutex_;
   std::unordered_map<cudaStream_t, std::unique_ptr<CudaStream>> userStreams_;
+  // Streams first seen while captured: not yet checked for their device, never run on.
+  std::unordered_map<cudaStream_t, std::unique_ptr<CudaStream>> capturedStreams_;
 };
 
 CudaBackend::CudaBackend(double timeoutS)
@@ -149,6 +151,17 @@ Stream* CudaBackend::userStream(rmaccStream_t stream) {
   if (it != userStreams_.end()) return it->second.get();
   if (handle != nullptr) {
     ContextGuard guard(*state_);
+    // Under graph capture, asking a stream its device fails and invalidates the user's
+    // capture (seen on an H200, CUDA 13.0): the caller only needs the wrapper to see the
+    // capture and refuse, so it gets one whose device is checked once the capture is over.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(handle, &capture) == cudaSuccess &&
+        capture != cudaStreamCaptureStatusNone) {
+      auto& probe = capturedStreams_[handle];
+      if (!probe) probe = std::make_unique<CudaStream>(state_, handle, /*owned=*/false);
+      return probe.get();
+    }
+    (void)cudaGetLastError();
     int dev = -1;
     cudaError_t err = cudaStreamGetDevice(handle, &dev);
     if (err != cudaSuccess) {
