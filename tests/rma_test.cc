@@ -290,6 +290,8 @@ void twoStreamsIntoOnePeer(const LandingCase& c) {
       RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), second));
       RMACC_ASSERT_OK(rmaccStreamDestroy(comm.get(), second));
       RMACC_ASSERT_OK(comm.sync());
+      // The headers of landing puts were set up before the proxy thread saw the first one.
+      EXPECT_EQ(api::commOf(comm.get()).proxy()->proxyThreadAllocations(), 0u);
     } else {
       rmaccWaitSignalDesc_t d[2] = {{kPuts, 0, 0, 0}, {kPuts, 0, 1, 0}};
       RMACC_ASSERT_OK(rmaccWaitSignal(2, d, comm.get(), comm.stream()));

@@ -4,15 +4,30 @@
 #include "net/proxy_impl.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace rmacc::proxy_internal {
+
+// One table of headers for every peer's slots (nRanks x kMaxLandingSlots x 64 B: 4 MiB at 1,024
+// ranks, made only once a landing put exists), allocated and registered by the thread posting
+// the first landing put: pinned allocation and registration can stall in the driver, and the
+// proxy thread's rounds must not.
+void ProxyImpl::prepareLandingHeaders() {
+  std::lock_guard<std::mutex> lock(landingHeadersMu_);
+  if (landingHeaders_) return;
+  if (std::this_thread::get_id() == thread_.get_id())
+    proxyThreadAllocations_.fetch_add(1, std::memory_order_relaxed);
+  auto table = backend_.allocateNicVisible((size_t)nRanks_ * kMaxLandingSlots * kLandingHeaderBytes);
+  landingHeadersMr_ = fabric_.registerMemory(table->ptr(), table->size());
+  landingHeaders_ = std::move(table);
+}
 
 LandingSource& ProxyImpl::landingSource(int peer, uint32_t slots) {
   LandingSource& s = landingSources_[peer];
   if (!s.headers) {
+    prepareLandingHeaders();  // made already by whoever posted the put
     s.freeSlots = slots == 64 ? ~0ull : (1ull << slots) - 1;
-    s.headers = backend_.allocateNicVisible(kMaxLandingSlots * kLandingHeaderBytes);
-    s.headersMr = fabric_.registerMemory(s.headers->ptr(), s.headers->size());
+    s.headers = static_cast<LandingHeader*>(landingHeaders_->ptr()) + (size_t)peer * kMaxLandingSlots;
   }
   return s;
 }
@@ -43,7 +58,7 @@ bool ProxyImpl::issueLandingWrite(Queue& q, InFlight& f) {
     if (!ordered_ && f.completed < w) return false;
     const int slot = f.slotOf[chunk];
     const bool lastOfPut = w + 1 == f.nPieces && f.put.final;
-    auto& h = static_cast<LandingHeader*>(s.headers->ptr())[slot];
+    LandingHeader& h = s.headers[slot];
     h = LandingHeader{};
     h.dstAddr = t.windowBase + f.put.dstOffset + offset;
     h.bytes = len;
@@ -52,7 +67,7 @@ bool ProxyImpl::issueLandingWrite(Queue& q, InFlight& f) {
     h.ctx = f.put.ctx;
     h.sigIdx = f.put.sigIdx;
     h.check = h.checksum();
-    if (!fabric_.write(f.put.peer, &h, sizeof(h), s.headersMr->desc(),
+    if (!fabric_.write(f.put.peer, &h, sizeof(h), landingHeadersMr_->desc(),
                        t.region.addrOf(t.headerOffset(slot)), t.region.key,
                        ImmData::encodeSlot(rank_, slot, 2, ImmKind::kLanding), &piece)) {
       ++eagains_;

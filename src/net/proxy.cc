@@ -18,7 +18,7 @@ ProxyImpl::ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks,
     : fabric_(fabric), backend_(backend), rank_(rank), nRanks_(nRanks), signals_(signals),
       layout_{nRanks}, timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll),
       trace_(options.trace), ordered_(fabric.orderedWrites()),
-      localReg_(fabric.needsLocalRegistration()) {
+      localReg_(fabric.needsLocalRegistration()), landingSources_(nRanks) {
   pieceMax_ = std::min(options.maxPieceBytes, fabric.maxMessageBytes());
   RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
   kickFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -28,6 +28,7 @@ ProxyImpl::ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks,
 
 uint64_t Queue::post(const ProxyPut& put) {
   proxy_.validate(put);
+  if (put.landing.valid()) proxy_.prepareLandingHeaders();
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -76,6 +76,9 @@ class Proxy {
   virtual bool needsSourceRegistration() const = 0;
   // How many such registrations of put sources the proxy made so far.
   virtual uint64_t sourceRegistrations() const = 0;
+  // Memory the proxy thread allocated or registered for its own use (none is expected: its
+  // rounds must not stall in the driver; tests check it).
+  virtual uint64_t proxyThreadAllocations() const = 0;
   // Registers memory remote peers may write into (windows, relay, staging).
   virtual std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) = 0;
   // The first error the proxy met (rmaccSuccess while healthy) and its text.

@@ -104,13 +104,13 @@ class Queue final : public ProxyQueue {
   uint32_t openPutChunks_ = 0;
 };
 
-// The source side of landing puts to one peer: which of its slots there are free, and the
-// headers (registered here, one per slot, rewritten only once the slot came back).
+// The source side of landing puts to one peer: which of its slots there are free, and its
+// row of the proxy's header table (one header per slot, rewritten only once the slot came
+// back); null until the first landing put to the peer.
 struct LandingSource {
   uint64_t freeSlots = 0;  // bit per slot
   uint64_t nextPutId = 1;
-  std::unique_ptr<Allocation> headers;
-  std::unique_ptr<MemoryRegion> headersMr;
+  LandingHeader* headers = nullptr;
 };
 
 class ProxyImpl final : public Proxy {
@@ -125,6 +125,9 @@ class ProxyImpl final : public Proxy {
   bool needsSourceRegistration() const override { return localReg_; }
   uint64_t sourceRegistrations() const override {
     return sourceRegistrations_.load(std::memory_order_relaxed);
+  }
+  uint64_t proxyThreadAllocations() const override {
+    return proxyThreadAllocations_.load(std::memory_order_relaxed);
   }
   std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) override {
     return fabric_.registerMemory(ptr, bytes, fabric_.hmem() ? cudaDeviceOf(ptr) : -1);
@@ -142,6 +145,9 @@ class ProxyImpl final : public Proxy {
   void validate(const ProxyPut& put) const;
   // A put was posted: its ready store is probably near, so leave any long sleep.
   void kick();
+  // Host thread, from Queue::post of the first landing put: every peer's landing headers
+  // (landing_source.cc).
+  void prepareLandingHeaders();
 
  private:
   void run();
@@ -209,7 +215,7 @@ class ProxyImpl final : public Proxy {
   // Proxy thread only.
   std::vector<Queue*> mine_;
   SignalTally tally_;
-  std::unordered_map<int, LandingSource> landingSources_;  // by peer
+  std::vector<LandingSource> landingSources_;  // by peer
   std::atomic<LandingZone*> landing_{nullptr};             // set once by attachLanding
   std::vector<RemoteRegion> peerSignals_;                  // written before landing_ is set
   std::deque<std::pair<int, int>> creditsDue_;             // (src, slot) not yet written
@@ -221,6 +227,12 @@ class ProxyImpl final : public Proxy {
   uint64_t eagains_ = 0;
   uint64_t piecesIssued_ = 0;
   std::atomic<uint64_t> sourceRegistrations_{0};  // written on the proxy thread, read by anyone
+  std::atomic<uint64_t> proxyThreadAllocations_{0};  // likewise
+  // Every peer's landing headers, registered once (prepareLandingHeaders, under the mutex);
+  // the proxy thread reads them only for puts posted after they were made.
+  std::mutex landingHeadersMu_;
+  std::unique_ptr<Allocation> landingHeaders_;
+  std::unique_ptr<MemoryRegion> landingHeadersMr_;
 
   std::thread thread_;  // last: starts after every member above exists
 };

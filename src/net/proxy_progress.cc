@@ -146,11 +146,10 @@ void ProxyImpl::onRemoteData(uint32_t data) {
       return;
     }
     case ImmKind::kCredit: {
-      auto it = landingSources_.find(d.src);
-      if (it == landingSources_.end())
+      if (d.src < 0 || d.src >= nRanks_ || !landingSources_[d.src].headers)
         RMACC_THROW(rmaccRemoteError, "rank %d returned landing slot %d this rank never used", d.src,
                     d.slot());
-      it->second.freeSlots |= 1ull << d.slot();
+      landingSources_[d.src].freeSlots |= 1ull << d.slot();
       return;
     }
   }
