@@ -79,6 +79,7 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   task.seq = ++nextSeq_;
   task.queuedAt = monotonicSeconds();
   if (task.args.rejected.empty()) {
+    const uint64_t calls0 = streamCallsOfThisThread();
     task.start = ctx_.backend.createEvent();
     // The call on the user's stream: from its start to its completion.
     // The call starts once the previous one is complete (the executor relies on it), and
@@ -91,6 +92,7 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
       WaitDesc w{doneDevice_, task.seq};
       user->waitValues(&w, 1);
     });
+    task.userCalls = streamCallsOfThisThread() - calls0;
   }
   uint64_t seq = task.seq;
   queue_.push_back(std::move(task));
@@ -413,18 +415,25 @@ void CollectiveEngine::runTask(Task& task) {
   counts_->commit(x);
 
   // --- Plan this rank's part and run it.
+  const uint64_t calls0 = streamCallsOfThisThread();
   std::shared_ptr<const plan::RankPlan> p = planFor(x.inputs);
   CallBuffers b;
   setBuffers(task, x, *p, b);
   executor_->run(*p, b, *task.start, ctx_.cfg.entrySync == EntrySync::kBarrier, finish,
                  doneFlags(), task.seq, task.seq);
+  const uint64_t engineCalls = streamCallsOfThisThread() - calls0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lastCost_ = CallCost{task.seq, task.userCalls, engineCalls, p->ops.size()};
+  }
   evictPeerMappings(task.seq);
   // Where a call's host time goes (bench/host.sh and bench/gpu.sh average these).
-  INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us (%llu B: sent %llu, received %llu, shared %llu), plan+enqueue %.1f us, %zu ops",
+  INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us (%llu B: sent %llu, received %llu, shared %llu), plan+enqueue %.1f us, %zu ops, backend calls %llu (user stream %llu)",
        (unsigned long long)task.seq, (t0 - task.queuedAt) * 1e6, (exchanged - t0) * 1e6,
        (unsigned long long)x.bytes.total(), (unsigned long long)x.bytes.sent,
        (unsigned long long)x.bytes.received, (unsigned long long)x.bytes.sharedRead,
-       (monotonicSeconds() - exchanged) * 1e6, p->ops.size());
+       (monotonicSeconds() - exchanged) * 1e6, p->ops.size(),
+       (unsigned long long)(task.userCalls + engineCalls), (unsigned long long)task.userCalls);
 }
 
 std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handle, uint64_t seq) {
