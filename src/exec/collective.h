@@ -91,7 +91,6 @@ class CollectiveEngine {
   struct Task {
     uint64_t seq;
     AlltoallvArgs args;
-    std::unique_ptr<Event> start;
     double queuedAt = 0;  // seconds (steady clock) when the call was enqueued
     uint64_t userCalls = 0;  // backend calls the caller's thread made to enqueue it
   };
@@ -124,6 +123,10 @@ class CollectiveEngine {
   }
   std::unique_ptr<Allocation> doneDeviceAlloc_;
   volatile uint64_t* doneDevice_ = nullptr;
+  // The last call whose user stream reached it, stored by that stream (in the same device
+  // allocation, a cache line after doneDevice_): the executor's streams wait for it instead of
+  // an event, so the user stream's part of a call is one batch of memory ops.
+  volatile uint64_t* startDevice_ = nullptr;
   std::vector<volatile uint64_t*> doneFlags() const { return {doneFlag_, doneDevice_}; }
   std::unique_ptr<Allocation> relayAlloc_;
   std::unique_ptr<MemoryRegion> relayMr_;
