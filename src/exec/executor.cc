@@ -218,13 +218,7 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
     started.push_back(&s);
     if (!entryBarrier) wait(batch, s, start);
   };
-  if (entryBarrier) {
-    join_->waitValues(&start, 1);
-    rma_.barrier(*join_, kCtxEntry);
-    Event& gate = nextEvent();
-    join_->record(gate);
-    for (Stream* s : used) s->waitEvent(gate);
-  }
+  if (entryBarrier) barrierGate(start, used);
 
   // Ops that a different stream depends on get an event recorded right after them.
   std::vector<char> crossDep(ops.size(), 0);
@@ -262,6 +256,16 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
   join(batch, used);
   finishCall(batch, *used.back(), finish, done, doneValue);
   anyCall_ = true;
+}
+
+// RMACC_ENTRY_SYNC=barrier: every stream of the call starts after a barrier on the join stream,
+// which itself starts at the call's start.
+void Executor::barrierGate(const WaitDesc& start, const std::vector<Stream*>& used) {
+  join_->waitValues(&start, 1);
+  rma_.barrier(*join_, kCtxEntry);
+  Event& gate = nextEvent();
+  join_->record(gate);
+  for (Stream* s : used) s->waitEvent(gate);
 }
 
 // The last stream joins the others: the sources of proxy puts must be free, and every other

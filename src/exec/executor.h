@@ -76,6 +76,7 @@ class Executor {
   char* local(const plan::Loc& loc, const CallBuffers& b) const;
   Event& nextEvent();
   void wait(Batch& batch, Stream& s, const WaitDesc& w);
+  void barrierGate(const WaitDesc& start, const std::vector<Stream*>& used);
   void join(Batch& batch, const std::vector<Stream*>& used);
   void finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc>& finish,
                   const std::vector<volatile uint64_t*>& done, uint64_t doneValue);
