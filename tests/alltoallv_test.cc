@@ -350,16 +350,15 @@ TEST(Alltoallv, PutsSplitAtAnOddMaxPutBytes) {
 // or the relay of the receiver's node on the sender's rail) and spreads one verdict: a mismatch
 // between any two ranks, whoever sees it, fails the call on every rank, names the same pair
 // everywhere, and moves nothing; the next call works.
-TEST(Alltoallv, MismatchAnywhereFailsEverywhere) {
-  const Topo shape{3, 2};  // ranks 2a, 2a+1 on node a
-  const int n = 6;
-  struct Pair {
-    int src, dst;
-  };
-  // Same node; rail peers (direct put); different nodes and rails (through a relay); a rank
-  // with itself; two at once (the lowest (sender, receiver) pair is reported).
-  const std::vector<std::vector<Pair>> cases = {{{0, 1}}, {{2, 4}}, {{1, 4}}, {{3, 3}},
-                                                {{4, 1}, {5, 0}}};
+struct Pair {
+  int src, dst;
+};
+
+// Each case's pairs get one element less at the receiver; every rank must fail the call with
+// rmaccInvalidUsage naming the lowest (sender, receiver) pair (listed first), and nothing may
+// be written.
+void mismatchCase(Topo shape, const std::vector<std::vector<Pair>>& cases) {
+  const int n = shape.nodes * shape.local;
   runRanks(n, optionsFor(shape), [&](const RankContext& ctx) {
     TestComm comm(ctx);
     const int me = ctx.rank;
@@ -383,6 +382,18 @@ TEST(Alltoallv, MismatchAnywhereFailsEverywhere) {
     }
     oneCall(comm, counts, rmaccFloat32, false, 7, comm.stream());
   });
+}
+
+TEST(Alltoallv, MismatchAnywhereFailsEverywhere) {
+  // Ranks 2a, 2a+1 on node a. Same node; rail peers (direct put); different nodes and rails
+  // (through a relay); a rank with itself; two at once (the lowest pair is reported).
+  mismatchCase({3, 2}, {{{0, 1}}, {{2, 4}}, {{1, 4}}, {{3, 3}}, {{4, 1}, {5, 0}}});
+}
+
+// One node checks every pair on every rank in a single gather (CountExchange::checkWholeNode):
+// a pair that involves neither rank 0 nor rank 1 must still fail the call on both.
+TEST(Alltoallv, MismatchAnywhereOnOneNodeFailsEverywhere) {
+  mismatchCase({1, 4}, {{{2, 3}}, {{0, 1}}, {{3, 3}}, {{2, 0}, {3, 1}}, {{1, 2}, {2, 1}}});
 }
 
 // A rank killed between calls: the survivors' next AlltoAllV fails within RMACC_TIMEOUT_S.

@@ -342,6 +342,32 @@ TEST_F(CudaBackendTest, WriteWaitBetweenStreams) {
   a->synchronize();
 }
 
+// memOps: stores and waits in one call run in order (a store after a wait is held by it), also
+// when they take more than one cuStreamBatchMemOp (300 ops: two driver calls).
+TEST_F(CudaBackendTest, MemOpsRunInOrder) {
+  constexpr int kPairs = 150;
+  auto mem = backend_->allocateHostVisible(2 * kPairs * sizeof(uint64_t));
+  volatile uint64_t* gate = static_cast<volatile uint64_t*>(mem->ptr());
+  volatile uint64_t* out = gate + kPairs;
+  memset(mem->ptr(), 0, 2 * kPairs * sizeof(uint64_t));
+  auto s = backend_->createStream();
+  std::vector<MemOpDesc> ops;
+  for (int i = 0; i < kPairs; ++i) {
+    ops.push_back({false, out + i, 7});         // runs once the waits before it passed
+    ops.push_back({true, gate + i, (uint64_t)1});
+  }
+  const uint64_t calls = streamCallsOfThisThread();
+  s->memOps(ops.data(), ops.size());
+  EXPECT_EQ(streamCallsOfThisThread() - calls, 2u);
+  for (int i = 0; i < kPairs; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (i + 1 < kPairs) EXPECT_EQ(out[i + 1], 0u) << "store " << i + 1 << " passed the wait before it";
+    backend_->hostWrite(gate + i, 1);
+  }
+  s->synchronize();
+  for (int i = 0; i < kPairs; ++i) EXPECT_EQ(out[i], 7u);
+}
+
 TEST_F(CudaBackendTest, EventBetweenStreams) {
   constexpr size_t kBytes = 64 * kMiB;
   auto host = backend_->allocateHostVisible(kBytes);

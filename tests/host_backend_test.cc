@@ -153,6 +153,34 @@ TEST(HostBackend, WriteValueReleasesWaitOnOtherStream) {
   EXPECT_EQ(out, src);
 }
 
+// memOps: stores and waits of one call run in the given order (a store after a wait is held by
+// it, one before is not), and the call counts as one backend call.
+TEST(HostBackend, MemOpsRunInOrderAsOneCall) {
+  auto backend = createHostBackend(30);
+  auto s = backend->createStream();
+  auto mem = backend->allocateHostVisible(3 * sizeof(uint64_t));
+  volatile uint64_t* a = u64(mem);
+  volatile uint64_t* b = a + 1;
+  volatile uint64_t* c = a + 2;
+  const MemOpDesc ops[5] = {{false, a, 1}, {true, b, 1}, {false, c, 1}, {true, b, 2}, {false, c, 2}};
+  const uint64_t calls = streamCallsOfThisThread();
+  s->memOps(ops, 5);
+  EXPECT_EQ(streamCallsOfThisThread() - calls, 1u);
+  for (auto t0 = Clock::now(); *a != 1 && secondsSince(t0) < 10;) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(*a, 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(*c, 0u) << "a store ran ahead of the wait before it";
+  EXPECT_FALSE(s->query());
+  backend->hostWrite(b, 1);
+  for (auto t0 = Clock::now(); *c != 1 && secondsSince(t0) < 10;) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(*c, 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(*c, 1u) << "the second store ran ahead of its wait";
+  backend->hostWrite(b, 2);
+  s->synchronize();
+  EXPECT_EQ(*c, 2u);
+}
+
 TEST(HostBackend, PingPongIsWokenNotPolled) {
   // 200 round trips: with working futex wakes this takes milliseconds; if waiters only saw
   // changes at the end of each 50 ms slice it would take 20 s.

@@ -8,6 +8,27 @@
 
 namespace rmacc {
 
+uint64_t& streamCallsOfThisThread() {
+  thread_local uint64_t calls = 0;
+  return calls;
+}
+
+void Stream::memOps(const MemOpDesc* ops, size_t n) {
+  std::vector<WriteDesc> writes;
+  std::vector<WaitDesc> waits;
+  for (size_t i = 0; i < n; ++i) {
+    if (ops[i].wait) {
+      if (!writes.empty()) writeValues(writes.data(), writes.size()), writes.clear();
+      waits.push_back({ops[i].addr, ops[i].value});
+    } else {
+      if (!waits.empty()) waitValues(waits.data(), waits.size()), waits.clear();
+      writes.push_back({ops[i].addr, ops[i].value});
+    }
+  }
+  if (!writes.empty()) writeValues(writes.data(), writes.size());
+  if (!waits.empty()) waitValues(waits.data(), waits.size());
+}
+
 std::unique_ptr<Backend> createBackend(double timeoutS) {
   switch (config().backend) {
     case BackendKind::kHost:

@@ -23,6 +23,8 @@ namespace {
 std::atomic<CountRecordHook> countRecordHook{nullptr};
 
 constexpr size_t kPlanCacheSize = 16;
+// The done and start flags sit this far apart (a cache line each).
+constexpr size_t kFlagStride = 128;
 // Peer mappings kept before the least recently used are unmapped (evictPeerMappings).
 constexpr size_t kPeerMapCacheSize = 256;
 
@@ -38,8 +40,9 @@ CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma)
   doneAlloc_ = ctx_.backend.allocateHostVisible(sizeof(uint64_t));
   doneFlag_ = static_cast<volatile uint64_t*>(doneAlloc_->ptr());
   *doneFlag_ = 0;
-  doneDeviceAlloc_ = ctx_.backend.allocate(sizeof(uint64_t));  // zeroed
+  doneDeviceAlloc_ = ctx_.backend.allocate(2 * kFlagStride);  // zeroed
   doneDevice_ = static_cast<volatile uint64_t*>(doneDeviceAlloc_->ptr());
+  startDevice_ = doneDevice_ + kFlagStride / sizeof(uint64_t);
   peerRelay_.resize(n);
   // Relays exist only when data crosses nodes on a rail other than its destination's.
   if (topo.nNodes() > 1 && topo.maxNodeSize() > 1) {
@@ -105,18 +108,18 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   task.seq = ++nextSeq_;
   task.queuedAt = monotonicSeconds();
   if (task.args.rejected.empty()) {
-    task.start = ctx_.backend.createEvent();
-    // The call on the user's stream: from its start to its completion.
-    // The call starts once the previous one is complete (the executor relies on it), and
+    const uint64_t calls0 = streamCallsOfThisThread();
+    // The call on the user's stream: from its start to its completion, one batch of memory
+    // ops. The call starts once the previous one is complete (the executor relies on it), and
     // later work on the user's stream waits for this one.
     TraceWriter::span(ctx_.trace, *user, task.seq, -1, "user", "call", -1, 0, [&] {
       if (task.args.dynamic) dynamic_->enqueueRead(*user, task.seq, *task.args.dynamic, doneDevice_);
-      WaitDesc previous{doneDevice_, task.seq - 1};
-      user->waitValues(&previous, 1);
-      user->record(*task.start);
-      WaitDesc w{doneDevice_, task.seq};
-      user->waitValues(&w, 1);
+      const MemOpDesc ops[3] = {{true, doneDevice_, task.seq - 1},
+                                {false, startDevice_, task.seq},
+                                {true, doneDevice_, task.seq}};
+      user->memOps(ops, 3);
     });
+    task.userCalls = streamCallsOfThisThread() - calls0;
   }
   uint64_t seq = task.seq;
   queue_.push_back(std::move(task));
@@ -442,18 +445,25 @@ void CollectiveEngine::runTask(Task& task) {
   counts_->commit(x);
 
   // --- Plan this rank's part and run it.
+  const uint64_t calls0 = streamCallsOfThisThread();
   std::shared_ptr<const plan::RankPlan> p = planFor(x.inputs);
   CallBuffers b;
   setBuffers(task, x, *p, b);
-  executor_->run(*p, b, *task.start, ctx_.cfg.entrySync == EntrySync::kBarrier, finish,
+  executor_->run(*p, b, WaitDesc{startDevice_, task.seq}, ctx_.cfg.entrySync == EntrySync::kBarrier, finish,
                  doneFlags(), task.seq, task.seq);
+  const uint64_t engineCalls = streamCallsOfThisThread() - calls0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lastCost_ = CallCost{task.seq, task.userCalls, engineCalls, p->ops.size()};
+  }
   evictPeerMappings(task.seq);
   // Where a call's host time goes (bench/host.sh and bench/gpu.sh average these).
-  INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us (%llu B: sent %llu, received %llu, shared %llu), plan+enqueue %.1f us, %zu ops",
+  INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us (%llu B: sent %llu, received %llu, shared %llu), plan+enqueue %.1f us, %zu ops, backend calls %llu (user stream %llu)",
        (unsigned long long)task.seq, (t0 - task.queuedAt) * 1e6, (exchanged - t0) * 1e6,
        (unsigned long long)x.bytes.total(), (unsigned long long)x.bytes.sent,
        (unsigned long long)x.bytes.received, (unsigned long long)x.bytes.sharedRead,
-       (monotonicSeconds() - exchanged) * 1e6, p->ops.size());
+       (monotonicSeconds() - exchanged) * 1e6, p->ops.size(),
+       (unsigned long long)(task.userCalls + engineCalls), (unsigned long long)task.userCalls);
 }
 
 std::shared_ptr<Mapping> CollectiveEngine::peerMapping(const ExportHandle& handle, uint64_t seq) {

@@ -47,6 +47,16 @@ struct AlltoallvArgs {
 using CountRecordHook = void (*)(uint64_t seq, uint64_t* rows, int nRanks);
 void setCountRecordHookForTest(CountRecordHook hook);
 
+// What one call cost the host in backend stream calls (streamCallsOfThisThread): those the
+// caller's thread made on the user stream when it enqueued the call, and those the progress
+// thread made to plan and enqueue it. Logged per call at INFO; tests bound it.
+struct CallCost {
+  uint64_t seq = 0;          // the call (CollectiveEngine::alltoallv's number); 0: none yet
+  uint64_t userCalls = 0;    // on the caller's thread
+  uint64_t engineCalls = 0;  // on the progress thread
+  size_t ops = 0;            // plan ops this rank ran
+};
+
 class CollectiveEngine {
  public:
   // Collective: sets up the relay buffer.
@@ -71,13 +81,18 @@ class CollectiveEngine {
   void quiesce();
   // End offset of the highest relay byte this rank wrote into a peer's relay (measured).
   uint64_t relayHighWater() const { return executor_->relayHighWater(); }
+  // The cost of the last call that moved data (set once its work is enqueued).
+  CallCost lastCallCost() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lastCost_;
+  }
 
  private:
   struct Task {
     uint64_t seq;
     AlltoallvArgs args;
-    std::unique_ptr<Event> start;
     double queuedAt = 0;  // seconds (steady clock) when the call was enqueued
+    uint64_t userCalls = 0;  // backend calls the caller's thread made to enqueue it
   };
   // Holds the caller until fewer than RMACC_MAX_CALLS_IN_FLIGHT calls are unfinished.
   void waitForRoom();
@@ -110,6 +125,10 @@ class CollectiveEngine {
   }
   std::unique_ptr<Allocation> doneDeviceAlloc_;
   volatile uint64_t* doneDevice_ = nullptr;
+  // The last call whose user stream reached it, stored by that stream (in the same device
+  // allocation, a cache line after doneDevice_): the executor's streams wait for it instead of
+  // an event, so the user stream's part of a call is one batch of memory ops.
+  volatile uint64_t* startDevice_ = nullptr;
   std::vector<volatile uint64_t*> doneFlags() const { return {doneFlag_, doneDevice_}; }
   std::unique_ptr<Allocation> relayAlloc_;
   std::unique_ptr<MemoryRegion> relayMr_;
@@ -139,6 +158,7 @@ class CollectiveEngine {
   bool busy_ = false;  // the progress thread is running a task
   uint64_t nextSeq_ = 0;
   std::map<uint64_t, std::pair<rmaccResult_t, std::string>> callErrors_;
+  CallCost lastCost_;
   std::thread thread_;
 };
 

@@ -78,7 +78,7 @@ CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
     : boot_(boot), topo_(topo), rank_(rank), n_(topo.nRanks()), node_(topo.nodeOf(rank)),
       local_(topo.localRankOf(rank)), L_(topo.nodeSize(node_)), nNodes_(topo.nNodes()),
       options_(options), W_(plan::relayWriterSlots(topo, rank)),
-      gathersPerCall_(topo.uniform() ? 2 : 3) {
+      gathersPerCall_(topo.nNodes() == 1 ? 1 : topo.uniform() ? 2 : 3) {
   for (int k = 1; k < nNodes_; ++k) {
     const int from = topo.recvNode(node_, k);
     for (int m = 0; local_ + m * L_ < topo.nodeSize(from); ++m)
@@ -138,6 +138,7 @@ void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verd
       }
       out.bytes.sharedRead += hdr + 8 * ((size_t)nNodes_ + 2 + 2 * nw);
     }
+    if (nNodes_ == 1) checkWholeNode(gs, mine, out, v);
   }
   // This node's share of each round's maximum: the largest load of a relay on the receiving
   // node, the chunks of all this node's writers that share that relay (local ranks equal mod
@@ -150,6 +151,31 @@ void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verd
     for (int j = 0; j < L_; ++j) load[j % lb] += mateChunks[(size_t)j * nNodes_ + k];
     aggChunks_[k] = *std::max_element(load.begin(), load.end());
   }
+}
+
+// One node: every rank checks every (sender, receiver) pair of the node from the records it
+// already gathered (L^2 counts, 1 KiB at 8 ranks), so every rank reaches the same verdict
+// without the second gather that spreads it across nodes (step 4 then carries nothing else:
+// no rank forwards for another on one node). One gather per call instead of two.
+void CountExchange::checkWholeNode(uint64_t gs, const Mine& mine, Result& out, Verdict& v) {
+  const size_t sendAt = sizeof(MetaHeader) + sizeof(Verdict) + 8 * (size_t)nNodes_,
+               recvAt = sendAt + 8 * (size_t)n_;
+  std::vector<const char*>& rec = mateRecords_;  // nullptr: this rank's own (in `mine`)
+  rec.assign(L_, nullptr);
+  for (int j = 0; j < L_; ++j)
+    if (j != local_) rec[j] = gather_->peerRecord(j, gs);
+  for (int js = 0; js < L_; ++js) {
+    const char* ps = rec[js];
+    const int src = topo_.rankAt(node_, js);
+    for (int jd = 0; jd < L_; ++jd) {
+      const char* pd = rec[jd];
+      const int dst = topo_.rankAt(node_, jd);
+      const uint64_t sent = ps ? at<uint64_t>(ps, sendAt + 8 * (size_t)dst) : mine.send[dst];
+      const uint64_t expected = pd ? at<uint64_t>(pd, recvAt + 8 * (size_t)src) : mine.recv[src];
+      if (sent != expected) v.mismatch(src, dst, sent, expected);
+    }
+  }
+  out.bytes.sharedRead += 16 * (size_t)(L_ - 1) * L_;
 }
 
 // Step 2: counts go to the relays; the writers' counts are checked against this node's
@@ -328,7 +354,12 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
   } else {
     relayChunksThisCall_ = 0;
   }
-  nodePhase2(seq, out, v);
+  if (nNodes_ > 1) {
+    nodePhase2(seq, out, v);
+  } else {
+    in.forwardSignals.assign(L_, 0);
+    in.forwardLastBatch.assign(L_, 0);
+  }
   if (v.rejectRank != INT32_MAX) {
     out.code = v.rejectRank == rank_ ? rmaccInvalidArgument : rmaccInvalidUsage;
     out.error = strprintf("rank %d rejected its arguments of this call", v.rejectRank);

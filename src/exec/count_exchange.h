@@ -21,6 +21,8 @@
 //      writer's chunks start here (relay step) and the relay's network receive target with the
 //      offset of the writer's block in it (the writer puts that block there directly).
 //   4. node gather: the verdict, and the forward signals this rank sends to each mate.
+// On one node only step 1 runs: every rank checks all of the node's pairs from the records of
+// step 1 (checkWholeNode), which gives every rank the same verdict at once.
 // A verdict (the lowest rejecting rank, the first mismatching (sender, receiver) pair) known to
 // any rank after step 2 reaches its node (step 2b, or with equal sizes its rail peers in step 3
 // and their mates in step 4), every node in step 3 (every rank has a relay on every node) and
@@ -103,6 +105,7 @@ class CountExchange {
  private:
   struct Verdict;
   void nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
+  void checkWholeNode(uint64_t gs, const Mine& mine, Result& out, Verdict& v);
   void railPhase1(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
   void nodeRoundMax(uint64_t seq, Result& out, Verdict& v);
   void railPhase2(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
@@ -112,7 +115,7 @@ class CountExchange {
   const Topology& topo_;
   const int rank_, n_, node_, local_, L_, nNodes_;
   const int W_;                          // plan::relayWriterSlots
-  const uint64_t gathersPerCall_;        // 3 when node sizes differ (step 2b), else 2
+  const uint64_t gathersPerCall_;        // 1 on one node; 3 when node sizes differ (step 2b); else 2
   std::vector<Writer> writers_;
   const plan::Options options_;
   std::unique_ptr<NodeGather> gather_;
@@ -123,6 +126,7 @@ class CountExchange {
   std::vector<uint64_t> expect_;     // [t * L + j]: mate j expects from writers_[t]
   uint64_t roundMaxHere_ = 0;        // max chunks of round (this node), gathered in phase 1
   std::vector<uint64_t> myChunks_;   // [round] this rank's own relay payload chunks
+  std::vector<const char*> mateRecords_;  // checkWholeNode: [local rank] its step-1 record
 };
 
 }  // namespace rmacc

@@ -39,7 +39,6 @@ Executor::Executor(const EngineContext& ctx, RmaEngine& rma) : ctx_(ctx), rma_(r
   }
   local_ = be.createStream();
   join_ = be.createStream();
-  joined_ = be.createEvent();
   trace_ = ctx_.trace;
   // `auto` is direct for now: on 2 x H200 the copy-engine loop's pipeline ran far below its link
   // model (1 GiB AlltoAll 46.6 GB/s busbw against 362.6 direct, bench/RESULTS.md §8.5: its
@@ -142,20 +141,26 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
   }
 }
 
-// A CE put is a copy then a signal; consecutive CE puts and signals of one stream become one
-// batch of copies then one batch of signals: each signal still follows its own copy (and now
-// the others of the batch too), and copies to different places may run at once. Consecutive
-// waits become one wait. Anything else (proxy puts, local copies) is enqueued on its own.
+// A CE put is a copy then a signal; consecutive CE puts, signals, waits and copies within the
+// device of one stream become one batch of copies then one batch of memory ops, in op order:
+// each signal still follows its own copy (and now the others of the batch too), copies to
+// different places may run at once, and the waits keep their place among the signals. A copy
+// joins a batch only while it holds no wait (it runs ahead of the batch's memory ops, which
+// only delays their stores). Anything else (proxy puts, copies through the copy-engine loop)
+// is enqueued on its own.
 bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
-  if (op.kind == OpKind::kCopy) return false;
   const bool ce = op.kind == OpKind::kPut && ctx_.topo.sameNode(op.peer, ctx_.rank);
-  if (!ce && op.kind != OpKind::kWait) return false;
+  const bool copy = op.kind == OpKind::kCopy && copier_->mode() == LocalCopyMode::kDirect;
+  if (!ce && !copy && op.kind != OpKind::kWait) return false;
   if (!batch.empty() && batch.stream != &s) flush(batch);
-  if (ce && !batch.waits.empty()) flush(batch);
-  if (op.kind == OpKind::kWait && (!batch.copies.empty() || !batch.signals.empty())) flush(batch);
+  if ((copy || (ce && op.bytes)) && batch.waits) flush(batch);
   batch.stream = &s;
   if (op.kind == OpKind::kWait) {
-    if (op.count) batch.waits.push_back(ctx_.signals.consume(op.peer, op.ctx, op.sigIdx, op.count));
+    if (op.count) wait(batch, s, ctx_.signals.consume(op.peer, op.ctx, op.sigIdx, op.count));
+    return true;
+  }
+  if (copy) {
+    batch.copies.push_back({local(op.dst, b), local(op.src, b), op.bytes});
     return true;
   }
   if (op.bytes) {
@@ -165,22 +170,29 @@ bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers&
                           : b.peerRecvOffset[op.peer][op.dst.block] + op.dst.offset;
     batch.copies.push_back({static_cast<char*>(t.local) + offset, local(op.src, b), op.bytes});
   }
-  batch.signals.push_back(ctx_.signals.ceSignal(op.peer, op.ctx, op.sigIdx));
+  WriteDesc sig = ctx_.signals.ceSignal(op.peer, op.ctx, op.sigIdx);
+  batch.memOps.push_back({false, sig.addr, sig.value});
   return true;
+}
+
+void Executor::wait(Batch& batch, Stream& s, const WaitDesc& w) {
+  if (!batch.empty() && batch.stream != &s) flush(batch);
+  batch.stream = &s;
+  batch.memOps.push_back({true, const_cast<volatile uint64_t*>(w.addr), w.value});
+  batch.waits = true;
 }
 
 void Executor::flush(Batch& batch) {
   if (batch.empty()) return;
   Stream& s = *batch.stream;
   if (!batch.copies.empty()) s.copy(batch.copies.data(), batch.copies.size());
-  if (!batch.signals.empty()) s.writeValues(batch.signals.data(), batch.signals.size());
-  if (!batch.waits.empty()) s.waitValues(batch.waits.data(), batch.waits.size());
+  if (!batch.memOps.empty()) s.memOps(batch.memOps.data(), batch.memOps.size());
   batch.copies.clear();
-  batch.signals.clear();
-  batch.waits.clear();
+  batch.memOps.clear();
+  batch.waits = false;
 }
 
-void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, Event& start,
+void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const WaitDesc& start,
                    bool entryBarrier, const std::vector<CopyDesc>& finish,
                    const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
                    uint64_t callSeq) {
@@ -197,14 +209,16 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, Event
   // The last stream joins the others, runs the finish copies and stores the done flags.
   if (used.empty()) used.push_back(join_.get());
 
-  Event* gate = &start;
-  if (entryBarrier) {
-    join_->waitEvent(start);
-    rma_.barrier(*join_, kCtxEntry);
-    gate = &nextEvent();
-    join_->record(*gate);
-  }
-  for (Stream* s : used) s->waitEvent(*gate);
+  Batch batch;
+  // Each stream's wait for the start joins its first batch (the entry signals, on one node
+  // everything up to the data copies) instead of being a call of its own.
+  std::vector<Stream*> started;
+  auto startOn = [&](Stream& s) {
+    if (std::find(started.begin(), started.end(), &s) != started.end()) return;
+    started.push_back(&s);
+    if (!entryBarrier) wait(batch, s, start);
+  };
+  if (entryBarrier) barrierGate(start, used);
 
   // Ops that a different stream depends on get an event recorded right after them.
   std::vector<char> crossDep(ops.size(), 0);
@@ -215,10 +229,10 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, Event
   // The latest op of stream B that stream A already waits for: older deps are implied.
   std::map<std::pair<Stream*, Stream*>, int> waited;
 
-  Batch batch;
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     Stream& s = *streamOf[i];
+    startOn(s);
     for (int d : op.deps) {
       if (streamOf[d] == &s) continue;
       int& w = waited.emplace(std::make_pair(&s, streamOf[d]), -1).first->second;
@@ -238,35 +252,63 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, Event
       s.record(*after[i]);
     }
   }
-  flush(batch);
+  for (Stream* s : used) startOn(*s);  // a call without ops: the join stream
+  join(batch, used);
+  finishCall(batch, *used.back(), finish, done, doneValue);
+  anyCall_ = true;
+}
 
-  // Join: the sources of proxy puts must be free before the call counts as done.
+// RMACC_ENTRY_SYNC=barrier: every stream of the call starts after a barrier on the join stream,
+// which itself starts at the call's start.
+void Executor::barrierGate(const WaitDesc& start, const std::vector<Stream*>& used) {
+  join_->waitValues(&start, 1);
+  rma_.barrier(*join_, kCtxEntry);
+  Event& gate = nextEvent();
+  join_->record(gate);
+  for (Stream* s : used) s->waitEvent(gate);
+}
+
+// The last stream joins the others: the sources of proxy puts must be free, and every other
+// stream's work done, before the call counts as done. On one stream (one node, serial lanes)
+// this takes no event and no call of its own: its proxy wait, if any, joins the open batch.
+void Executor::join(Batch& batch, const std::vector<Stream*>& used) {
   Stream& last = *used.back();
+  if (used.size() > 1 || batch.stream != &last) flush(batch);
   for (Stream* s : used) {
-    rma_.waitProxyDone(*s);
-    if (s == &last) continue;
+    WaitDesc w;
+    const bool proxyWait = rma_.proxyDoneWait(*s, &w);
+    if (s == &last) {
+      if (proxyWait) wait(batch, last, w);
+      continue;
+    }
+    if (proxyWait) s->waitValues(&w, 1);
     Event& e = nextEvent();
     s->record(e);
     last.waitEvent(e);
   }
-  finishCall(last, finish, done, doneValue);
-  anyCall_ = true;
 }
 
-void Executor::finishCall(Stream& last, const std::vector<CopyDesc>& finish,
+// The done flags go out in the last stream's open batch of memory ops, after its last waits.
+void Executor::finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc>& finish,
                           const std::vector<volatile uint64_t*>& done, uint64_t doneValue) {
-  copier_->copy(last, finish.data(), finish.size());
-  std::vector<WriteDesc> writes;
-  for (volatile uint64_t* flag : done) writes.push_back({flag, doneValue});
-  last.writeValues(writes.data(), writes.size());
-  last.record(*joined_);
+  if (!batch.empty() && batch.stream != &last) flush(batch);
+  if (!finish.empty()) {
+    flush(batch);
+    copier_->copy(last, finish.data(), finish.size());
+  }
+  batch.stream = &last;
+  for (volatile uint64_t* flag : done) batch.memOps.push_back({false, flag, doneValue});
+  flush(batch);
+  lastDone_ = doneValue;
 }
 
 void Executor::complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
                         const std::vector<CopyDesc>& finish) {
-  // After the previous call: its done flags must not be overtaken by this one's.
-  if (anyCall_) join_->waitEvent(*joined_);
-  finishCall(*join_, finish, done, doneValue);
+  // After the previous call: its done flags must not be overtaken by this one's. Every flag
+  // of `done` holds the last finished call's value, so waiting on one is enough.
+  Batch batch;
+  if (anyCall_ && !done.empty()) wait(batch, *join_, WaitDesc{done.back(), lastDone_});
+  finishCall(batch, *join_, finish, done, doneValue);
   anyCall_ = true;
 }
 

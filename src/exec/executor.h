@@ -36,14 +36,14 @@ class Executor {
   ~Executor();
 
   // Enqueues this rank's ops (plan/rank_planner.h). Every stream the call uses first waits for
-  // `start`, which must follow the user's work before the call AND the previous call's
-  // completion (the planner relies on it: carried credits, entry signals, staging reuse; the
-  // user's stream waits for the previous call's done flag before it records `start`). When
-  // all are done, the last stream runs `finish` work (copies) then stores `doneValue` into
-  // every flag of `done`.
-  void run(const plan::RankPlan& plan, const CallBuffers& buffers, Event& start, bool entryBarrier,
-           const std::vector<CopyDesc>& finish, const std::vector<volatile uint64_t*>& done,
-           uint64_t doneValue, uint64_t callSeq);
+  // `start` (a flag the user's stream stores), which must follow the user's work before the
+  // call AND the previous call's completion (the planner relies on it: carried credits, entry
+  // signals, staging reuse; the user's stream waits for the previous call's done flag before
+  // it stores `start`). When all are done, the last stream runs `finish` work (copies) then
+  // stores `doneValue` into every flag of `done`.
+  void run(const plan::RankPlan& plan, const CallBuffers& buffers, const WaitDesc& start,
+           bool entryBarrier, const std::vector<CopyDesc>& finish,
+           const std::vector<volatile uint64_t*>& done, uint64_t doneValue, uint64_t callSeq);
   // The highest relay byte this rank has written into any peer's relay buffer (end offset),
   // over the communicator's life: measured, for the bound RMACC_RELAY_BYTES.
   // Any thread may ask while the progress thread runs calls.
@@ -53,19 +53,20 @@ class Executor {
   // calls' own to report: they are not thrown here).
   void drain();
   // Completes a call that moves nothing (rejected or mismatched counts), in call order, after
-  // the `finish` copies (a dynamic call's counts written back).
+  // the `finish` copies (a dynamic call's counts written back). The flags of `done` are those
+  // every call stores its number into.
   void complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
                 const std::vector<CopyDesc>& finish = {});
 
  private:
-  // Consecutive ops of one stream that the backend takes in one call each kind: CE copies,
-  // then the signals that follow them, or waits (see flush()).
+  // Consecutive ops of one stream that the backend takes in two calls: a batch of copies,
+  // then one batch of stream memory ops (signals, waits, done flags) in op order.
   struct Batch {
     Stream* stream = nullptr;
     std::vector<CopyDesc> copies;
-    std::vector<WriteDesc> signals;
-    std::vector<WaitDesc> waits;
-    bool empty() const { return copies.empty() && signals.empty() && waits.empty(); }
+    std::vector<MemOpDesc> memOps;
+    bool waits = false;  // memOps holds a wait: a later copy must not move ahead of it
+    bool empty() const { return copies.empty() && memOps.empty(); }
   };
   Stream& streamFor(const plan::Op& op);
   // Adds `op` to `batch` when it can join it (same stream, same kind); false otherwise.
@@ -74,7 +75,10 @@ class Executor {
   void enqueueOp(Stream& s, const plan::Op& op, const CallBuffers& b);
   char* local(const plan::Loc& loc, const CallBuffers& b) const;
   Event& nextEvent();
-  void finishCall(Stream& last, const std::vector<CopyDesc>& finish,
+  void wait(Batch& batch, Stream& s, const WaitDesc& w);
+  void barrierGate(const WaitDesc& start, const std::vector<Stream*>& used);
+  void join(Batch& batch, const std::vector<Stream*>& used);
+  void finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc>& finish,
                   const std::vector<volatile uint64_t*>& done, uint64_t doneValue);
 
   const EngineContext ctx_;
@@ -88,8 +92,8 @@ class Executor {
   std::unique_ptr<Stream> join_;   // entry barriers, and calls that move nothing
   std::vector<std::unique_ptr<Event>> events_;  // reused each call (see nextEvent)
   size_t nextEvent_ = 0;
-  std::unique_ptr<Event> joined_;  // the previous call's completion (for calls moving nothing)
   bool anyCall_ = false;
+  uint64_t lastDone_ = 0;  // the done value of the last call enqueued (complete() waits for it)
   std::atomic<uint64_t> relayHighWater_{0};  // written by the progress thread, read by anyone
   std::unique_ptr<LocalCopier> copier_;  // copies within this rank's device
   TraceWriter* trace_ = nullptr;  // the communicator's, when RMACC_TRACE_FILE is set

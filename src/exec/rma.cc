@@ -118,16 +118,21 @@ void RmaEngine::stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   }
 }
 
-void RmaEngine::waitProxyDone(Stream& stream) {
+bool RmaEngine::proxyDoneWait(Stream& stream, WaitDesc* out) {
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = lastSeq_.find(&stream);
-    if (it == lastSeq_.end()) return;
+    if (it == lastSeq_.end()) return false;
     seq = it->second;
   }
-  WaitDesc w{queueFor(stream).done(), seq};
-  stream.waitValues(&w, 1);
+  *out = WaitDesc{queueFor(stream).done(), seq};
+  return true;
+}
+
+void RmaEngine::waitProxyDone(Stream& stream) {
+  WaitDesc w;
+  if (proxyDoneWait(stream, &w)) stream.waitValues(&w, 1);
 }
 
 void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,

@@ -38,6 +38,9 @@ class RmaEngine {
   void wait(Stream& stream, const SignalWait* waits, size_t n);
   // Holds `stream` until every proxy put it posted so far no longer reads the caller's memory.
   void waitProxyDone(Stream& stream);
+  // The wait waitProxyDone would enqueue, for a caller that batches it with other stream
+  // memory ops; false when `stream` posted no put that reads the caller's memory.
+  bool proxyDoneWait(Stream& stream, WaitDesc* out);
   // Global barrier on `stream`: the node's ranks, then the rails (DESIGN.md §2 "Barrier").
   void barrier(Stream& stream, int ctx);
   // `stream` is going away and has synchronized (every put it posted is released to the

@@ -71,6 +71,7 @@ bool CudaStream::capturing() {
 void CudaStream::copyLoop(const CopyDesc* ops, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (ops[i].bytes == 0) continue;
+    ++streamCallsOfThisThread();
     // cudaMemcpyDefault: UVA tells the direction (D2D, peer over NVLink, H2D, D2H).
     RMACC_CUDA_CHECK(cudaMemcpyAsync(ops[i].dst, ops[i].src, ops[i].bytes, cudaMemcpyDefault,
                                      stream_));
@@ -105,6 +106,7 @@ void CudaStream::copy(const CopyDesc* ops, size_t n) {
   attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
   attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
   size_t attrIdx = 0;
+  ++streamCallsOfThisThread();
   cudaError_t err = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), m, &attr,
                                          &attrIdx, 1, stream_);
   if (err == cudaSuccess) return;
@@ -135,6 +137,7 @@ void CudaStream::copy(const CopyDesc* ops, size_t n) {
 void CudaStream::writeValue(volatile uint64_t* addr, uint64_t value) {
   checkNotAborted();
   ContextGuard guard(*state_);
+  ++streamCallsOfThisThread();
   RMACC_CU_CHECK(driver().cuStreamWriteValue64((CUstream)stream_, devPtr(addr), value,
                                       CU_STREAM_WRITE_VALUE_DEFAULT));
 }
@@ -149,6 +152,7 @@ void CudaStream::enqueueMemOps(size_t n, const std::function<void(size_t, CUstre
     memOps_.assign(count, CUstreamBatchMemOpParams{});
     for (size_t i = 0; i < count; ++i) fill(base + i, memOps_[i]);
     if (last) last(memOps_.back());
+    ++streamCallsOfThisThread();
     RMACC_CU_CHECK(driver().cuStreamBatchMemOp((CUstream)stream_, (unsigned)count, memOps_.data(), 0));
   }
 }
@@ -189,15 +193,57 @@ void CudaStream::waitValues(const WaitDesc* ops, size_t n) {
   });
 }
 
+// Stores and waits of one call in order; waits are recorded for abort() as in waitValues, and
+// the last wait of each driver call flushes remote writes as there.
+void CudaStream::memOps(const MemOpDesc* ops, size_t n) {
+  if (n == 0) return;
+  {
+    std::lock_guard<std::mutex> lk(state_->mutex);
+    checkNotAborted();
+    for (size_t i = 0; i < n; ++i) {
+      if (!ops[i].wait) continue;
+      auto [it, fresh] = pending_.emplace(ops[i].addr, ops[i].value);
+      if (!fresh && cyclicLess(it->second, ops[i].value)) it->second = ops[i].value;
+    }
+  }
+  ContextGuard guard(*state_);
+  for (size_t base = 0; base < n; base += kMaxMemOpsPerCall) {
+    size_t count = std::min(kMaxMemOpsPerCall, n - base);
+    memOps_.assign(count, CUstreamBatchMemOpParams{});
+    CUstreamBatchMemOpParams* lastWait = nullptr;
+    for (size_t i = 0; i < count; ++i) {
+      const MemOpDesc& m = ops[base + i];
+      CUstreamBatchMemOpParams& p = memOps_[i];
+      if (m.wait) {
+        p.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+        p.waitValue.address = devPtr(m.addr);
+        p.waitValue.value64 = m.value;
+        p.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+        lastWait = &p;
+      } else {
+        p.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        p.writeValue.address = devPtr(m.addr);
+        p.writeValue.value64 = m.value;
+        p.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+      }
+    }
+    if (lastWait && state_->canFlushRemoteWrites) lastWait->waitValue.flags |= CU_STREAM_WAIT_VALUE_FLUSH;
+    ++streamCallsOfThisThread();
+    RMACC_CU_CHECK(driver().cuStreamBatchMemOp((CUstream)stream_, (unsigned)count, memOps_.data(), 0));
+  }
+}
+
 void CudaStream::record(Event& event) {
   checkNotAborted();
   ContextGuard guard(*state_);
+  ++streamCallsOfThisThread();
   RMACC_CUDA_CHECK(cudaEventRecord(static_cast<CudaEvent&>(event).event(), stream_));
 }
 
 void CudaStream::waitEvent(Event& event) {
   checkNotAborted();
   ContextGuard guard(*state_);
+  ++streamCallsOfThisThread();
   RMACC_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<CudaEvent&>(event).event(), 0));
 }
 
@@ -216,6 +262,7 @@ bool CudaStream::pollOnce() {
 }
 
 bool CudaStream::query() {
+  ++streamCallsOfThisThread();
   bool done = pollOnce();
   checkNotAborted();
   return done;
@@ -227,6 +274,7 @@ bool CudaStream::query() {
 void CudaStream::hostCallback(std::function<void()> fn) {
   auto* heap = new std::function<void()>(std::move(fn));
   ContextGuard guard(*state_);
+  ++streamCallsOfThisThread();
   cudaError_t err = cudaLaunchHostFunc(
       stream_,
       [](void* p) {
@@ -242,6 +290,7 @@ void CudaStream::hostCallback(std::function<void()> fn) {
 }
 
 void CudaStream::synchronize() {
+  ++streamCallsOfThisThread();
   auto start = std::chrono::steady_clock::now();
   auto sleep = kFirstSleep;
   while (!pollOnce()) {

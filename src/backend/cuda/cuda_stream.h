@@ -44,6 +44,7 @@ class CudaStream : public Stream {
   void writeValue(volatile uint64_t* addr, uint64_t value) override;
   void writeValues(const WriteDesc* ops, size_t n) override;
   void waitValues(const WaitDesc* ops, size_t n) override;
+  void memOps(const MemOpDesc* ops, size_t n) override;
   void record(Event& event) override;
   void waitEvent(Event& event) override;
   void hostCallback(std::function<void()> fn) override;

@@ -84,22 +84,40 @@ void HostStream::enqueue(Op op) {
 
 void HostStream::copy(const CopyDesc* ops, size_t n) {
   if (n == 0) return;
+  ++streamCallsOfThisThread();
   enqueue(CopyOp{std::vector<CopyDesc>(ops, ops + n)});
 }
 
 void HostStream::writeValue(volatile uint64_t* addr, uint64_t value) {
   checkAligned(addr);
+  ++streamCallsOfThisThread();
   enqueue(WriteOp{addr, value});
+}
+
+void HostStream::writeValues(const WriteDesc* ops, size_t n) {
+  if (n == 0) return;
+  std::vector<MemOpDesc> m(n);
+  for (size_t i = 0; i < n; ++i) m[i] = MemOpDesc{false, ops[i].addr, ops[i].value};
+  memOps(m.data(), n);
+}
+
+void HostStream::memOps(const MemOpDesc* ops, size_t n) {
+  if (n == 0) return;
+  for (size_t i = 0; i < n; ++i) checkAligned(ops[i].addr);
+  ++streamCallsOfThisThread();
+  enqueue(MemOpsOp{std::vector<MemOpDesc>(ops, ops + n)});
 }
 
 void HostStream::waitValues(const WaitDesc* ops, size_t n) {
   if (n == 0) return;
   for (size_t i = 0; i < n; ++i) checkAligned(ops[i].addr);
+  ++streamCallsOfThisThread();
   enqueue(WaitOp{std::vector<WaitDesc>(ops, ops + n)});
 }
 
 void HostStream::record(Event& event) {
   HostEvent& e = toHostEvent(event);
+  ++streamCallsOfThisThread();
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lk(core_->mutex);
@@ -109,6 +127,8 @@ void HostStream::record(Event& event) {
 }
 
 void HostStream::waitEvent(Event& event) {
+  // Counted even when it enqueues nothing here: on CUDA it is a driver call all the same.
+  ++streamCallsOfThisThread();
   auto [stream, seq] = toHostEvent(event).get();
   // Never recorded: nothing to wait for (as in CUDA). Our own earlier work: in-order already.
   if (!stream || stream == core_) return;
@@ -116,6 +136,7 @@ void HostStream::waitEvent(Event& event) {
 }
 
 void HostStream::hostCallback(std::function<void()> fn) {
+  ++streamCallsOfThisThread();
   if (fn) enqueue(CallbackOp{std::move(fn)});
 }
 
@@ -124,6 +145,7 @@ void HostStream::throwIfFailed() {
 }
 
 void HostStream::synchronize() {
+  ++streamCallsOfThisThread();
   std::unique_lock<std::mutex> lk(core_->mutex);
   // No deadline here: every op is bounded (waits by the timeout and abort, event waits by the
   // bounded ops of the stream they wait for), so the queue always drains.
@@ -132,6 +154,7 @@ void HostStream::synchronize() {
 }
 
 bool HostStream::query() {
+  ++streamCallsOfThisThread();
   std::lock_guard<std::mutex> lk(core_->mutex);
   throwIfFailed();
   return core_->done == core_->enqueued;
@@ -186,6 +209,7 @@ void HostStream::execute(Op& op) {
   if (auto* w = std::get_if<WriteOp>(&op)) return os::storeAndWake(w->addr, w->value);
   if (auto* w = std::get_if<WaitOp>(&op)) return runWaits(*w);
   if (auto* c = std::get_if<CallbackOp>(&op)) return c->fn();
+  if (auto* m = std::get_if<MemOpsOp>(&op)) return runMemOps(*m);
   runEventWait(std::get<EventWaitOp>(op));
 }
 
@@ -201,26 +225,36 @@ void HostStream::runCopies(const CopyOp& op) {
 
 void HostStream::runWaits(const WaitOp& op) {
   double deadline = monotonicSeconds() + backend_->timeoutS;
-  for (size_t i = 0; i < op.waits.size(); ++i) {
-    const WaitDesc& w = op.waits[i];
-    // Published before the abort check, so abort() either is seen here or wakes our futex.
-    waitingOn_.store(w.addr);
-    for (uint64_t v; (v = os::loadAcquire(w.addr)) < w.value;) {
-      if (backend_->aborted.load()) {
-        waitingOn_.store(nullptr);
-        throwAborted("waiting for a signal");
-      }
-      double left = deadline - monotonicSeconds();
-      if (left <= 0) {
-        waitingOn_.store(nullptr);
-        RMACC_THROW(rmaccTimeout,
-                    "host stream wait timed out after %.1f s: *%p = %llu, expected >= %llu "
-                    "(wait %zu of %zu)",
-                    backend_->timeoutS, (const void*)w.addr, (unsigned long long)v,
-                    (unsigned long long)w.value, i + 1, op.waits.size());
-      }
-      os::sleepWhileEqual(w.addr, v, std::min(left, os::kWaitSliceS));
+  for (size_t i = 0; i < op.waits.size(); ++i) runWait(op.waits[i], deadline, i, op.waits.size());
+}
+
+void HostStream::runMemOps(const MemOpsOp& op) {
+  double deadline = monotonicSeconds() + backend_->timeoutS;
+  for (size_t i = 0; i < op.ops.size(); ++i) {
+    const MemOpDesc& m = op.ops[i];
+    if (m.wait) runWait(WaitDesc{m.addr, m.value}, deadline, i, op.ops.size());
+    else os::storeAndWake(m.addr, m.value);
+  }
+}
+
+void HostStream::runWait(const WaitDesc& w, double deadline, size_t index, size_t count) {
+  // Published before the abort check, so abort() either is seen here or wakes our futex.
+  waitingOn_.store(w.addr);
+  for (uint64_t v; (v = os::loadAcquire(w.addr)) < w.value;) {
+    if (backend_->aborted.load()) {
+      waitingOn_.store(nullptr);
+      throwAborted("waiting for a signal");
     }
+    double left = deadline - monotonicSeconds();
+    if (left <= 0) {
+      waitingOn_.store(nullptr);
+      RMACC_THROW(rmaccTimeout,
+                  "host stream wait timed out after %.1f s: *%p = %llu, expected >= %llu "
+                  "(op %zu of %zu)",
+                  backend_->timeoutS, (const void*)w.addr, (unsigned long long)v,
+                  (unsigned long long)w.value, index + 1, count);
+    }
+    os::sleepWhileEqual(w.addr, v, std::min(left, os::kWaitSliceS));
   }
   waitingOn_.store(nullptr);
 }

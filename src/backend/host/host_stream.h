@@ -39,7 +39,8 @@ struct WaitOp { std::vector<WaitDesc> waits; };
 struct StreamCore;
 struct EventWaitOp { std::shared_ptr<StreamCore> stream; uint64_t seq; };
 struct CallbackOp { std::function<void()> fn; };
-using Op = std::variant<CopyOp, WriteOp, WaitOp, EventWaitOp, CallbackOp>;
+struct MemOpsOp { std::vector<MemOpDesc> ops; };  // stores and waits, in order
+using Op = std::variant<CopyOp, WriteOp, WaitOp, EventWaitOp, CallbackOp, MemOpsOp>;
 
 // A stream's queue and progress. Shared with the events recorded on it, so that an event (and
 // a waitEvent op in another stream) may outlive the stream.
@@ -82,6 +83,9 @@ class HostStream : public Stream {
 
   void copy(const CopyDesc* ops, size_t n) override;
   void writeValue(volatile uint64_t* addr, uint64_t value) override;
+  // One op each, as CUDA takes them in one cuStreamBatchMemOp.
+  void writeValues(const WriteDesc* ops, size_t n) override;
+  void memOps(const MemOpDesc* ops, size_t n) override;
   void waitValues(const WaitDesc* ops, size_t n) override;
   void record(Event& event) override;
   void waitEvent(Event& event) override;
@@ -100,6 +104,8 @@ class HostStream : public Stream {
   void execute(Op& op);
   void runCopies(const CopyOp& op);
   void runWaits(const WaitOp& op);
+  void runWait(const WaitDesc& w, double deadline, size_t index, size_t count);
+  void runMemOps(const MemOpsOp& op);
   void runEventWait(const EventWaitOp& op);
   void throwIfFailed();  // caller holds core_->mutex
 

@@ -1,0 +1,149 @@
+// How many backend stream calls one AlltoAll / AlltoAllV costs the host at steady state (plan
+// cache hit, peer mappings cached), on the host backend with real processes: every stream call
+// is a driver call on CUDA (1.5-2.5 us each under MPS, bench/RESULTS.md §8.3), so this count,
+// not a timing, is what CI can hold the per-call host cost to. Data is checked byte-exact.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "api/api_guard.h"
+#include "exec/collective.h"
+#include "rmacc.h"
+#include "support/alltoallv_case.h"
+#include "support/comm_fixture.h"
+#include "support/multiprocess.h"
+
+namespace rmacc::test {
+namespace {
+
+struct Shape {
+  int nodes, local;
+  // The most backend calls a steady-state call may make, user stream and engine together.
+  uint64_t maxCalls;
+};
+
+// Why these bounds. One node, every op on one engine stream (RMACC_LANES auto = serial there):
+//   1  the user stream: wait for the previous call, publish this call's start, wait for its
+//      done flag (one memop batch);
+//   1  the engine stream: wait for the start, the entry signals to every mate, the waits for
+//      theirs (one memop batch);
+//   1  the copies: every mate's block and this rank's own block (one copy batch);
+//   1  the data signals, the waits for the mates' data signals and the done flags (one memop
+//      batch).
+// = 4 whatever the node size (was 12 before the batching: an event to start each stream, one
+// batch per kind of memory op, the self copy apart, an event and a batch for the done flags).
+// Two nodes of two (split lanes: the proxy path has streams of its own): each of the four
+// streams waits for the start in its first batch, each proxy put is a ready-flag store of its
+// own, a dependency across streams is an event record and a wait, and the last stream joins
+// the other three with an event each: measured 32 (was 39). Multi-node calls are not yet cut
+// to the bone: ready flags of consecutive proxy puts and waits on a wait op's signal instead of
+// an event would take ~10 more.
+constexpr Shape kShapes[] = {{1, 2, 4}, {1, 4, 4}, {2, 2, 32}};
+
+enum class Kind { kAlltoAll, kAlltoAllv };
+
+RunOptions optionsFor(const Shape& s) {
+  RunOptions o;
+  o.nodeOf = scatteredNodes(s.nodes, s.local);
+  o.timeoutS = 240;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
+           {"RMACC_TIMEOUT_S", "60"}};
+  return o;
+}
+
+// The engine's cost record of call `seq`, once the progress thread has enqueued it.
+CallCost costOf(rmaccComm_t comm, uint64_t seq) {
+  CollectiveEngine& coll = api::commOf(comm).coll();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    CallCost c = coll.lastCallCost();
+    if (c.seq >= seq || std::chrono::steady_clock::now() > deadline) return c;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// One call with the same counts as every other: returns the wrong bytes.
+size_t oneCall(TestComm& comm, Kind kind, const Layout& l, uint8_t* send, uint8_t* recv,
+               size_t recvBytes, int me, uint64_t salt) {
+  memset(recv, kPoison, recvBytes);
+  fillSend(send, l, 1, me, salt);
+  rmaccResult_t r;
+  if (kind == Kind::kAlltoAll)
+    r = rmaccAlltoAll(send, recv, l.sendcounts[0], rmaccUint8, comm.get(), comm.stream());
+  else
+    r = rmaccAlltoAllv(send, l.sendcounts.data(), l.sdispls.data(), recv, l.recvcounts.data(),
+                       l.rdispls.data(), rmaccUint8, comm.get(), comm.stream());
+  EXPECT_EQ(r, rmaccSuccess) << comm.lastError();
+  EXPECT_EQ(comm.sync(), rmaccSuccess) << comm.lastError();
+  std::string first;
+  size_t wrong = checkRecv(recv, l, 1, me, salt, &first);
+  EXPECT_EQ(wrong, 0u) << "rank " << me << ": " << first;
+  return wrong;
+}
+
+// AlltoAll's layout: equal blocks back to back, as rmaccAlltoAll defines them.
+Layout uniformLayout(int n, size_t count) {
+  Layout l;
+  for (int p = 0; p < n; ++p) {
+    l.sendcounts.push_back(count);
+    l.recvcounts.push_back(count);
+    l.sdispls.push_back(p * count);
+    l.rdispls.push_back(p * count);
+  }
+  l.sendElems = l.recvElems = n * count;
+  return l;
+}
+
+using Case = std::tuple<Shape, Kind>;
+class CallCostCase : public testing::TestWithParam<Case> {};
+
+TEST_P(CallCostCase, BackendCallsPerSteadyStateCallAreBounded) {
+  auto [shape, kind] = GetParam();
+  const int n = shape.nodes * shape.local;
+  constexpr int kCalls = 8, kWarmUp = 3;  // the first calls plan and map peers' buffers
+  runRanks(n, optionsFor(shape), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int me = ctx.rank;
+    Layout l = kind == Kind::kAlltoAll
+                   ? uniformLayout(n, 1024)
+                   : makeLayout(makeCounts(Pattern::kRandom, n, 1024, 11), n, me, 11);
+    void *send, *recv;
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &send, std::max<size_t>(l.sendElems, 1)));
+    RMACC_ASSERT_OK(rmaccMemAlloc(comm.get(), &recv, std::max<size_t>(l.recvElems, 1)));
+    for (int call = 1; call <= kCalls; ++call) {
+      if (oneCall(comm, kind, l, (uint8_t*)send, (uint8_t*)recv, l.recvElems, me, 40 + call)) break;
+      CallCost c = costOf(comm.get(), call);
+      ASSERT_EQ(c.seq, (uint64_t)call) << "call " << call << " never reported its cost";
+      if (call <= kWarmUp) continue;
+      EXPECT_LE(c.userCalls + c.engineCalls, shape.maxCalls)
+          << "rank " << me << " call " << call << ": " << c.userCalls << " calls on the user stream + "
+          << c.engineCalls << " by the engine for " << c.ops << " ops";
+      if (call == kCalls && me == 0)
+        printf("%dx%d: %llu backend calls per call (user stream %llu) for %zu ops\n", shape.nodes,
+               shape.local, (unsigned long long)(c.userCalls + c.engineCalls),
+               (unsigned long long)c.userCalls, c.ops);
+    }
+    rmaccMemFree(comm.get(), send);
+    rmaccMemFree(comm.get(), recv);
+  });
+}
+
+std::string caseName(const testing::TestParamInfo<Case>& info) {
+  auto [s, k] = info.param;
+  return std::to_string(s.nodes) + "x" + std::to_string(s.local) +
+         (k == Kind::kAlltoAll ? "_alltoall" : "_alltoallv");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CallCostCase,
+                         testing::Combine(testing::ValuesIn(kShapes),
+                                          testing::Values(Kind::kAlltoAll, Kind::kAlltoAllv)),
+                         caseName);
+
+}  // namespace
+}  // namespace rmacc::test
