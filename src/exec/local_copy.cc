@@ -1,6 +1,8 @@
 #include "exec/local_copy.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"
@@ -21,6 +23,13 @@ constexpr size_t kSmallMax = 1 << 20;
 // peer copy over NVLink at about 390.
 constexpr double kHostGBs = 50;
 constexpr double kNvlinkGBs = 390;
+
+// What each rank tells the others of its node at setup: the slots it lends (an empty record
+// when it lends none) and which physical device they are on.
+struct SlotRecord {
+  HandleRecord slots;
+  char device[48] = {};
+};
 
 std::vector<char*> cut(void* base, size_t slotBytes, int slots) {
   std::vector<char*> out;
@@ -53,9 +62,11 @@ LocalCopier::LocalCopier(Backend& backend, Bootstrap& boot, const Topology& topo
   // differently still pair their collectives.
   bool peerRoute = mode == LocalCopyMode::kEngines && L > 1;
   if (peerRoute) hosted_ = backend.allocate(routeBytes);
-  std::vector<HandleRecord> records(n);
-  if (hosted_) records[rank] = HandleRecord::from(hosted_->exportHandle());
-  if (topo.maxNodeSize() > 1) boot.allGather(records.data(), sizeof(HandleRecord));  // collective
+  std::vector<SlotRecord> records(n);
+  if (hosted_) records[rank].slots = HandleRecord::from(hosted_->exportHandle());
+  const std::string device = peerRoute ? backend.deviceIdentity() : std::string();
+  snprintf(records[rank].device, sizeof records[rank].device, "%s", device.c_str());
+  if (topo.maxNodeSize() > 1) boot.allGather(records.data(), sizeof(SlotRecord));  // collective
   if (mode == LocalCopyMode::kDirect) return;
 
   hostSlots_ = backend.allocateHostVisible(routeBytes);
@@ -63,7 +74,18 @@ LocalCopier::LocalCopier(Backend& backend, Bootstrap& boot, const Topology& topo
   LoopRoute host{cut(h, slotBytes, slots), slotBytes, 1.0};
   LoopRoute small{{h + (size_t)slots * slotBytes}, smallBytes, 1.0};
   std::vector<LoopRoute> routes;
-  const HandleRecord& next = records[topo.rankAt(node, (local + 1) % L)];
+  const SlotRecord& nextRank = records[topo.rankAt(node, (local + 1) % L)];
+  const HandleRecord& next = nextRank.slots;
+  // Ranks sharing one GPU (MPS): the next rank's slots are this device's memory, and copies
+  // into them would be SM kernels again.
+  if (peerRoute && !device.empty() && device == nextRank.device) {
+    INFO(kSubsysColl, "local rank %d is on this rank's GPU: same-device copies go through "
+         "pinned host memory only", (local + 1) % L);
+    peerRoute = false;
+  }
+  // The predecessor decides the same way: when it shares this GPU, nobody uses the slots lent.
+  if (hosted_ && !device.empty() && device == records[topo.rankAt(node, (local + L - 1) % L)].device)
+    hosted_.reset();
   if (peerRoute && next.size > 0) {
     successor_ = backend.import(next.handle());
     RMACC_ENFORCE(successor_->size() >= routeBytes, "local rank %d lends %zu bytes, need %zu",
