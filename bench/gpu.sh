@@ -233,14 +233,19 @@ fi
 if has loop; then  # one rank per GPU, without MPS: the production shape
   mps_for 0
   if [[ -x build-gpu/tools/rmacc-loopbench ]]; then
-    run_ranks "$OUT/loopbench.log" "$ngpu" 1 280 build-gpu/tools/rmacc-loopbench ${LOOPBENCH_ARGS:-}
-    echo "== loopbench (exit $?)"; grep -E "^\[0\] " "$OUT/loopbench.log" | cut -c5-
+    # The default slots (4 x 4M: chunks of 1-4 MiB) and bigger ones (fewer events per byte).
+    for slot in ${LOOP_SLOTS:-4M 16M}; do
+      run_ranks "$OUT/loopbench-$slot.log" "$ngpu" 1 200 build-gpu/tools/rmacc-loopbench --slot "$slot" ${LOOPBENCH_ARGS:-}
+      echo "== loopbench, slots of $slot (exit $?)"; grep -E "^\[0\] " "$OUT/loopbench-$slot.log" | cut -c5-
+    done
   else
     echo "== loopbench not built (needs cuBLAS)"
   fi
   for lc in direct engines; do
     RMACC_LOCAL_COPY=$lc perf alltoall-loop-$lc "$ngpu" 1 alltoall -b 64K -e 1G -f 4 -n 20 -w 5
   done
+  RMACC_LOCAL_COPY=engines RMACC_LOCAL_COPY_SLOT=16M perf alltoall-loop-engines-16M "$ngpu" 1 \
+    alltoall -b 64K -e 1G -f 4 -n 20 -w 5
 fi
 if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
   mps_for 2
