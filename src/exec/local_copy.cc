@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "bootstrap/bootstrap.h"
@@ -24,13 +25,6 @@ constexpr size_t kSmallMax = 1 << 20;
 constexpr double kHostGBs = 50;
 constexpr double kNvlinkGBs = 390;
 
-// What each rank tells the others of its node at setup: the slots it lends (an empty record
-// when it lends none) and which physical device they are on.
-struct SlotRecord {
-  HandleRecord slots;
-  char device[48] = {};
-};
-
 std::vector<char*> cut(void* base, size_t slotBytes, int slots) {
   std::vector<char*> out;
   for (int i = 0; i < slots; ++i) out.push_back(static_cast<char*>(base) + i * slotBytes);
@@ -52,62 +46,69 @@ LocalCopyMode chooseLocalCopyMode(LocalCopySetting setting, const BackendCaps& c
 LocalCopier::LocalCopier(Backend& backend, Bootstrap& boot, const Topology& topo, int rank,
                          LocalCopyMode mode, size_t slotBytes, int slots)
     : backend_(backend), mode_(mode) {
-  const int n = topo.nRanks(), node = topo.nodeOf(rank), L = topo.nodeSize(node);
-  const int local = topo.localRankOf(rank);
-  RMACC_ARG_CHECK(slotBytes > 0 && slots >= 2, "local copy slots: %d of %zu bytes (need >= 2 of >= 1)",
-                  slots, slotBytes);
+  RMACC_ARG_CHECK(slotBytes > 0 && slots >= 2,
+                  "local copy slots: %d of %zu bytes (need >= 2 of >= 1)", slots, slotBytes);
   const size_t smallBytes = std::min(kSmallMax, slotBytes);
   const size_t routeBytes = (size_t)slots * slotBytes + smallBytes;
+  std::vector<SlotRecord> records = exchange(boot, topo, rank, routeBytes);
+  if (mode == LocalCopyMode::kDirect) return;
+  buildRoutes(topo, rank, records, slotBytes, slots, smallBytes);
+}
+
+std::vector<SlotRecord> LocalCopier::exchange(Bootstrap& boot, const Topology& topo, int rank,
+                                              size_t routeBytes) {
   // Every rank takes part in the exchange whatever its mode, so that ranks configured
   // differently still pair their collectives.
-  bool peerRoute = mode == LocalCopyMode::kEngines && L > 1;
-  if (peerRoute) hosted_ = backend.allocate(routeBytes);
-  std::vector<SlotRecord> records(n);
-  if (hosted_) records[rank].slots = HandleRecord::from(hosted_->exportHandle());
-  const std::string device = peerRoute ? backend.deviceIdentity() : std::string();
-  snprintf(records[rank].device, sizeof records[rank].device, "%s", device.c_str());
+  const bool lends = mode_ == LocalCopyMode::kEngines && topo.nodeSize(topo.nodeOf(rank)) > 1;
+  if (lends) hosted_ = backend_.allocate(routeBytes);
+  std::vector<SlotRecord> records(topo.nRanks());
+  SlotRecord& mine = records[rank];
+  if (hosted_) mine.slots = HandleRecord::from(hosted_->exportHandle());
+  if (lends) snprintf(mine.device, sizeof mine.device, "%s", backend_.deviceIdentity().c_str());
   if (topo.maxNodeSize() > 1) boot.allGather(records.data(), sizeof(SlotRecord));  // collective
-  if (mode == LocalCopyMode::kDirect) return;
+  return records;
+}
 
-  hostSlots_ = backend.allocateHostVisible(routeBytes);
+void LocalCopier::buildRoutes(const Topology& topo, int rank, const std::vector<SlotRecord>& records,
+                              size_t slotBytes, int slots, size_t smallBytes) {
+  const int node = topo.nodeOf(rank), L = topo.nodeSize(node), local = topo.localRankOf(rank);
+  const SlotRecord& mine = records[rank];
+  const SlotRecord& next = records[topo.rankAt(node, (local + 1) % L)];
+  const SlotRecord& prev = records[topo.rankAt(node, (local + L - 1) % L)];
+  auto sameGpu = [&](const SlotRecord& r) { return mine.device[0] && !strcmp(mine.device, r.device); };
+  // Ranks sharing one GPU (MPS): the next rank's slots are this device's memory, and copies
+  // into them would be SM kernels again. The predecessor decides the same way: when it shares
+  // this GPU, nobody uses the slots this rank lends.
+  if (hosted_ && sameGpu(prev)) hosted_.reset();
+  const bool peerRoute = next.slots.size > 0 && !sameGpu(next);
+  if (next.slots.size > 0 && !peerRoute)
+    INFO(kSubsysColl, "local rank %d is on this rank's GPU: same-device copies go through "
+         "pinned host memory only", (local + 1) % L);
+
+  hostSlots_ = backend_.allocateHostVisible((size_t)slots * slotBytes + smallBytes);
   char* h = static_cast<char*>(hostSlots_->ptr());
   LoopRoute host{cut(h, slotBytes, slots), slotBytes, 1.0};
   LoopRoute small{{h + (size_t)slots * slotBytes}, smallBytes, 1.0};
-  std::vector<LoopRoute> routes;
-  const SlotRecord& nextRank = records[topo.rankAt(node, (local + 1) % L)];
-  const HandleRecord& next = nextRank.slots;
-  // Ranks sharing one GPU (MPS): the next rank's slots are this device's memory, and copies
-  // into them would be SM kernels again.
-  if (peerRoute && !device.empty() && device == nextRank.device) {
-    INFO(kSubsysColl, "local rank %d is on this rank's GPU: same-device copies go through "
-         "pinned host memory only", (local + 1) % L);
-    peerRoute = false;
-  }
-  // The predecessor decides the same way: when it shares this GPU, nobody uses the slots lent.
-  if (hosted_ && !device.empty() && device == records[topo.rankAt(node, (local + L - 1) % L)].device)
-    hosted_.reset();
-  if (peerRoute && next.size > 0) {
-    successor_ = backend.import(next.handle());
-    RMACC_ENFORCE(successor_->size() >= routeBytes, "local rank %d lends %zu bytes, need %zu",
-                  (local + 1) % L, successor_->size(), routeBytes);
+  std::vector<LoopRoute> routes = {host};
+  if (peerRoute) {
+    successor_ = backend_.import(next.slots.handle());
+    const size_t need = (size_t)slots * slotBytes + smallBytes;
+    RMACC_ENFORCE(successor_->size() >= need, "local rank %d lends %zu bytes, need %zu",
+                  (local + 1) % L, successor_->size(), need);
     char* p = static_cast<char*>(successor_->ptr());
-    LoopRoute peer{cut(p, slotBytes, slots), slotBytes, 0};
-    host.share = hostShare(L, kHostGBs, kNvlinkGBs);
-    peer.share = 1 - host.share;
+    routes[0].share = hostShare(L, kHostGBs, kNvlinkGBs);
+    routes.insert(routes.begin(), LoopRoute{cut(p, slotBytes, slots), slotBytes, 1 - routes[0].share});
     small.slots = {p + (size_t)slots * slotBytes};
-    routes = {peer, host};
-  } else {
-    routes = {host};
   }
   const double hostPct = 100 * routes.back().share;
   schedule_ = std::make_unique<LoopSchedule>(std::move(routes), small, slotBytes / 4);
-  for (int i = 0; i < schedule_->lanes(); ++i) lanes_.push_back(backend.createStream());
-  for (int i = 0; i < schedule_->events(); ++i) events_.push_back(backend.createEvent());
+  for (int i = 0; i < schedule_->lanes(); ++i) lanes_.push_back(backend_.createStream());
+  for (int i = 0; i < schedule_->events(); ++i) events_.push_back(backend_.createEvent());
   INFO(kSubsysColl, "same-device copies by copy engines: %.0f%% through local rank %d, %.0f%% "
        "through pinned host memory, %d slots of %zu bytes a route, %zu streams; copies up to "
        "%zu bytes on the caller's stream",
-       100 - hostPct, successor_ ? (local + 1) % L : -1, hostPct, slots, slotBytes, lanes_.size(),
-       smallBytes);
+       100 - hostPct, successor_ ? (local + 1) % L : -1, hostPct, slots, slotBytes,
+       lanes_.size(), smallBytes);
 }
 
 LocalCopier::~LocalCopier() {

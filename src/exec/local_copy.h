@@ -24,6 +24,7 @@
 #include "backend/backend.h"
 #include "core/config.h"
 #include "exec/loop_schedule.h"
+#include "exec/signal_space.h"
 
 namespace rmacc {
 
@@ -36,6 +37,13 @@ enum class LocalCopyMode { kDirect, kEngines };
 // the compute units (BackendCaps::deviceCopyUsesCompute), direct elsewhere. Logs the choice at
 // INFO.
 LocalCopyMode chooseLocalCopyMode(LocalCopySetting setting, const BackendCaps& caps);
+
+// What each rank tells the others of its node at setup: the slots it lends (an empty record
+// when it lends none) and which physical device they are on (Backend::deviceIdentity).
+struct SlotRecord {
+  HandleRecord slots;
+  char device[48] = {};
+};
 
 class LocalCopier {
  public:
@@ -55,6 +63,11 @@ class LocalCopier {
   void copy(Stream& s, const CopyDesc* ops, size_t n);
 
  private:
+  // Lends slots to the predecessor (engines mode, a node of several ranks) and trades records
+  // with the node's ranks (collective).
+  std::vector<SlotRecord> exchange(Bootstrap& boot, const Topology& topo, int rank, size_t routeBytes);
+  void buildRoutes(const Topology& topo, int rank, const std::vector<SlotRecord>& records,
+                   size_t slotBytes, int slots, size_t smallBytes);
   void run(Stream& caller);  // enqueues ops_
 
   Backend& backend_;
