@@ -15,7 +15,10 @@
 #   dyncounts  AlltoAllV with device counts: rmaccAlltoAllvDynamic against the host-count call,
 #              alone and behind the stream sync + D2H copy frameworks do (issue 13)
 #   proxycpu   2 x 1 AlltoAllV at 1 KiB and 64 MiB: the rmacc-proxy thread's CPU share (issue 15)
-# and, only when named: sanitizer serial random trace relay proxy gdr cost2 dyncounts proxycpu
+#   loop       same-device copies (issue 11): rmacc-loopbench (the LocalCopier, direct against
+#              the copy-engine loop, alone and beside the GEMM loop, 1-256 MiB), then AlltoAll
+#              64K..1G with RMACC_LOCAL_COPY=direct and =engines
+# and, only when named: sanitizer serial random trace relay proxy gdr cost2 dyncounts proxycpu loop
 # ("all": everything).
 # MAXSIZE caps the alltoall sweeps (default 4G). BUDGET_S (default 540): steps not yet started
 # when the script has run that long are skipped, so the logs and the summary still come back
@@ -25,7 +28,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
 DEFAULT_STEPS="tests perf ncclapi peer overlap zipf cost"
 STEPS=${STEPS:-$DEFAULT_STEPS}
-[[ $STEPS == all ]] && STEPS="sanitizer $DEFAULT_STEPS serial random trace relay proxy gdr cost2 dyncounts proxycpu"
+[[ $STEPS == all ]] && STEPS="sanitizer $DEFAULT_STEPS serial random trace relay proxy gdr cost2 dyncounts proxycpu loop"
 MAXSIZE=${MAXSIZE:-4G}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -226,6 +229,23 @@ if has proxycpu; then  # one GPU per rank: the production setting
   mps_for 2
   perf proxycpu-1K 2 2 alltoallv --proxy-cpu -b 1K -e 1K -n 5000 -w 50
   perf proxycpu-64M 2 2 alltoallv --proxy-cpu -b 64M -e 64M -n 20 -w 3
+fi
+if has loop; then  # one rank per GPU, without MPS: the production shape
+  mps_for 0
+  if [[ -x build-gpu/tools/rmacc-loopbench ]]; then
+    # The default slots (4 x 4M: chunks of 1-4 MiB) and bigger ones (fewer events per byte).
+    for slot in ${LOOP_SLOTS:-4M 16M}; do
+      run_ranks "$OUT/loopbench-$slot.log" "$ngpu" 1 200 build-gpu/tools/rmacc-loopbench --slot "$slot" ${LOOPBENCH_ARGS:-}
+      echo "== loopbench, slots of $slot (exit $?)"; grep -E "^\[0\] " "$OUT/loopbench-$slot.log" | cut -c5-
+    done
+  else
+    echo "== loopbench not built (needs cuBLAS)"
+  fi
+  for lc in direct engines; do
+    RMACC_LOCAL_COPY=$lc perf alltoall-loop-$lc "$ngpu" 1 alltoall -b 64K -e 1G -f 4 -n 20 -w 5
+  done
+  RMACC_LOCAL_COPY=engines RMACC_LOCAL_COPY_SLOT=16M perf alltoall-loop-engines-16M "$ngpu" 1 \
+    alltoall -b 64K -e 1G -f 4 -n 20 -w 5
 fi
 if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
   mps_for 2

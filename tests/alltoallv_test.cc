@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -195,6 +196,59 @@ TEST(Alltoallv, LocalCopiesTakeTheCopyEngineRoutes) {
                  auto counts = makeCounts(p, n, call % 3 == 2 ? 400000 : 3000 + call, 700 + call);
                  oneCall(comm, counts, rmaccFloat32, call % 2, 700 + call, comm.stream());
                }
+             });
+  }
+}
+
+// RMACC_LOCAL_COPY=engines with many calls in flight on three user streams at once (the
+// copier's route lanes are shared by all of them, its slots reused across calls), mixing
+// blocks that fit the small slot (both hops on the caller's stream), blocks of many chunks over
+// both routes, and AlltoAll beside AlltoAllV; every call is checked only after all were
+// enqueued. 3 slots of 8 KiB + 1: odd chunk sizes, slots refilled hundreds of times a call.
+TEST(Alltoallv, LocalCopiesOfCallsInFlightOnSeveralStreams) {
+  for (Topo t : {Topo{1, 3}, Topo{2, 2}, Topo{1, 1}}) {
+    SCOPED_TRACE(std::to_string(t.nodes) + "x" + std::to_string(t.local));
+    runRanks(t.nodes * t.local,
+             optionsFor(t, {{"RMACC_LOCAL_COPY", "engines"}, {"RMACC_LOCAL_COPY_SLOT", "8193"},
+                            {"RMACC_LOCAL_COPY_SLOTS", "3"}}),
+             [&](const RankContext& ctx) {
+               TestComm comm(ctx);
+               const int n = ctx.nRanks, me = ctx.rank;
+               rmaccStream_t streams[3] = {comm.stream(), nullptr, nullptr};
+               for (int i = 1; i < 3; ++i) RMACC_ASSERT_OK(rmaccStreamCreate(comm.get(), &streams[i]));
+               struct Call {
+                 Layout l;
+                 std::unique_ptr<Buffers> b;
+               };
+               std::vector<Call> calls;
+               for (int call = 0; call < 9; ++call) {
+                 // Elements per pair: below the small slot, and far above one slot.
+                 size_t scale = call % 3 == 0 ? 300 : 20000 + 999 * call;
+                 auto counts = makeCounts(call % 2 ? Pattern::kZipf : Pattern::kUniform, n, scale, 40 + call);
+                 Call c{makeLayout(counts, n, me, 40 + call), nullptr};
+                 c.b = std::make_unique<Buffers>(comm.get(), call % 2, c.l.sendElems * 4, c.l.recvElems * 4);
+                 fillSend(c.b->send, c.l, 4, me, 40 + call);
+                 RMACC_ASSERT_OK(rmaccAlltoAllv(c.b->send, c.l.sendcounts.data(), c.l.sdispls.data(),
+                                                c.b->recv, c.l.recvcounts.data(), c.l.rdispls.data(),
+                                                rmaccFloat32, comm.get(), streams[call % 3]));
+                 calls.push_back(std::move(c));
+               }
+               // AlltoAll on the third stream while the others may still run.
+               const size_t count = 30001;
+               std::vector<int32_t> send(n * count), recv(n * count, -1);
+               for (int p = 0; p < n; ++p)
+                 for (size_t k = 0; k < count; ++k) send[p * count + k] = me * 1000000 + p * 100000 + (int)k;
+               RMACC_ASSERT_OK(rmaccAlltoAll(send.data(), recv.data(), count, rmaccInt32, comm.get(), streams[2]));
+               for (rmaccStream_t s : streams) RMACC_ASSERT_OK(rmaccStreamSynchronize(comm.get(), s));
+               for (size_t i = 0; i < calls.size(); ++i) {
+                 std::string first;
+                 EXPECT_EQ(checkRecv(calls[i].b->recv, calls[i].l, 4, me, 40 + i, &first), 0u)
+                     << "call " << i << ": " << first;
+               }
+               for (int p = 0; p < n; ++p)
+                 for (size_t k = 0; k < count; ++k)
+                   ASSERT_EQ(recv[p * count + k], p * 1000000 + me * 100000 + (int)k) << "from " << p;
+               for (int i = 1; i < 3; ++i) RMACC_ASSERT_OK(rmaccStreamDestroy(comm.get(), streams[i]));
              });
   }
 }

@@ -79,6 +79,7 @@ const Knob kKnobs[] = {
     Knob{"RMACC_LOCAL_COPY", "engines",
          [](const Config& c) { return c.localCopy == Config::LocalCopy::kEngines; }, "sm"},
     Knob{"RMACC_LOCAL_COPY_SLOT", "1M", [](const Config& c) { return c.localCopySlotBytes == (1u << 20); }, "0"},
+    Knob{"RMACC_LOCAL_COPY_SLOTS", "3", [](const Config& c) { return c.localCopySlots == 3; }, "1"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Env, ConfigKnob, testing::ValuesIn(kKnobs), knobName);

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "rmacc.h"
@@ -39,7 +41,9 @@ struct Shape {
 };
 
 // `nodeOf` (optional) places the ranks instead of `shape`: nodes of different sizes.
-void runGpuAlltoallv(Shape shape, int calls, int nGpu, std::vector<int> nodeOf = {}) {
+// `env`: more variables for the ranks.
+void runGpuAlltoallv(Shape shape, int calls, int nGpu, std::vector<int> nodeOf = {},
+                     std::vector<std::pair<std::string, std::string>> env = {}) {
   if (nodeOf.empty()) nodeOf = scatteredNodes(shape.nodes, shape.local);
   const int n = (int)nodeOf.size();
   RunOptions o;
@@ -47,6 +51,7 @@ void runGpuAlltoallv(Shape shape, int calls, int nGpu, std::vector<int> nodeOf =
   o.timeoutS = 600;
   o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
            {"RMACC_RELAY_BYTES", "4M"}, {"RMACC_RELAY_SLOTS", "2"}};
+  for (auto& e : env) o.env.push_back(e);
   runRanks(n, o, [&](const RankContext& ctx) {
     CUDA_OK(cudaSetDevice(ctx.rank % nGpu));
     rmaccComm_t comm = nullptr;
@@ -235,6 +240,22 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuAlltoallv,
                          [](const testing::TestParamInfo<Shape>& i) {
                            return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.local);
                          });
+
+// Both ways of copying within a GPU: `direct` (the driver's copy, an SM kernel) and `engines`
+// with slots of 64 KiB, so that the 1 MiB blocks of every tenth call go through the pipelined
+// route lanes in many chunks and the small blocks through the caller's stream; with ranks on
+// one GPU (MPS) engines takes the pinned host route only (the next rank is on the same GPU).
+class GpuLocalCopy : public testing::TestWithParam<const char*> {};
+
+TEST_P(GpuLocalCopy, ThirtyCallsByteExact) {
+  int nGpu = gpuCount();
+  if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
+  runGpuAlltoallv({1, 2}, 30, nGpu, {},
+                  {{"RMACC_LOCAL_COPY", GetParam()}, {"RMACC_LOCAL_COPY_SLOT", "64K"}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, GpuLocalCopy, testing::Values("direct", "engines"),
+                         [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 // Nodes of different sizes (2 + 1 and 1 + 3 ranks): a relay serving two writers, and ranks no
 // writer of the smaller node reaches (tests/alltoallv_unequal_test.cc on the host backend).

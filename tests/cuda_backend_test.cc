@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -168,6 +169,21 @@ TEST_F(CudaBackendTest, Capabilities) {
   EXPECT_FALSE(caps.synchronousNullStream);
   EXPECT_TRUE(caps.deviceCopyUsesCompute);
   EXPECT_TRUE(caps.networkMayTouchDeviceMemory);
+}
+
+// The GPU's UUID as 32 hex digits: what LocalCopier compares to find ranks sharing one GPU
+// (MPS), where a copy into the next rank's memory would be a same-device copy again. Another
+// device of the machine, when there is one, has another.
+TEST_F(CudaBackendTest, DeviceIdentityIsTheGpusUuid) {
+  const std::string id = backend_->deviceIdentity();
+  ASSERT_EQ(id.size(), 32u) << id;
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+  EXPECT_EQ(createCudaBackend(60)->deviceIdentity(), id);
+  if (deviceCount() > 1) {
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    EXPECT_NE(createCudaBackend(60)->deviceIdentity(), id);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  }
 }
 
 // Device memory is placed on its CUDA device (what an FI_HMEM_CUDA registration needs); pinned

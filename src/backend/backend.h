@@ -138,6 +138,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   virtual BackendCaps caps() const = 0;
+  // Names the physical device this backend drives, the same in every process that drives it
+  // (CUDA: the GPU's UUID, so ranks sharing one GPU under MPS get the same name), or "" when
+  // there is nothing to tell apart (host backend).
+  virtual std::string deviceIdentity() const { return {}; }
   // rmaccMemAlloc memory: device memory, or shared memory on the host backend.
   virtual std::unique_ptr<Allocation> allocate(size_t bytes) = 0;
   virtual std::unique_ptr<Mapping> import(const ExportHandle& handle) = 0;

@@ -101,10 +101,15 @@ enum class ParamVisibility { kPublic, kInternal };
     "how bytes move within one device (the block a rank sends itself, staged blocks): `direct` "  \
     "(one device copy: on CUDA an SM kernel, which waits for compute kernels), `engines` (out "    \
     "and back through the next local GPU's slots and pinned host memory, copy engines only), "     \
-    "`auto` (direct for now: the engines pipeline is not yet fast, bench/RESULTS.md §8.5)")     \
+    "`auto` (engines where the device runs its own copies on its compute units, else direct)")    \
   X(size_t, localCopySlotBytes, 4ull << 20, "RMACC_LOCAL_COPY_SLOT", BytesParam<1>, kInternal,    \
-    "`4M`", "each of the two slots a local-copy route uses (in the next local rank's device "       \
-    "memory, and in pinned host memory)")
+    "`4M`", "each slot a local-copy route uses (in the next local rank's device memory, and in "  \
+    "pinned host memory); copies up to min(1M, this) take both hops on the caller's stream")     \
+  /* Four: a chunk's in-hop may run up to three chunks ahead of the out-hops (two would keep  */  \
+  /* the hops overlapped only while both take exactly as long).                               */  \
+  X(int, localCopySlots, 4, "RMACC_LOCAL_COPY_SLOTS", IntParam<2 COMMA 1024>, kInternal, "`4`",   \
+    "slots per local-copy route (≥ 2); each route's memory is this many slots plus one for "      \
+    "small copies")
 
 enum class LanesMode { kAuto, kSplit, kSerial };
 enum class ProxyPollMode { kAuto, kEager, kSleep };

@@ -40,16 +40,12 @@ Executor::Executor(const EngineContext& ctx, RmaEngine& rma) : ctx_(ctx), rma_(r
   local_ = be.createStream();
   join_ = be.createStream();
   trace_ = ctx_.trace;
-  // `auto` is direct for now: on 2 x H200 the copy-engine loop's pipeline ran far below its link
-  // model (1 GiB AlltoAll 46.6 GB/s busbw against 362.6 direct, bench/RESULTS.md §8.5: its
-  // batches of copies do not overlap as assumed); `engines` stays for jobs that must leave the
-  // SMs alone (beside compute it does not wait for kernels).
-  bool engines = cfg.localCopy == Config::LocalCopy::kEngines;
-  copier_ = std::make_unique<LocalCopier>(be, ctx_.bootstrap, ctx_.topo, ctx_.rank,
-                                          engines ? LocalCopyMode::kEngines : LocalCopyMode::kDirect,
-                                          cfg.localCopySlotBytes);
+  LocalCopyMode mode = chooseLocalCopyMode(cfg.localCopy, be.caps());
+  copier_ = std::make_unique<LocalCopier>(be, ctx_.bootstrap, ctx_.topo, ctx_.rank, mode,
+                                          cfg.localCopySlotBytes, cfg.localCopySlots);
   INFO(kSubsysInit, "executor: %s lanes, %zu copy stream(s), local copies %s",
-       serial_ ? "serial" : "split", ceStreams_.size(), engines ? "by copy engines" : "direct");
+       serial_ ? "serial" : "split", ceStreams_.size(),
+       mode == LocalCopyMode::kEngines ? "by copy engines" : "direct");
 }
 
 Executor::~Executor() {

@@ -1,7 +1,9 @@
 #include "exec/local_copy.h"
 
 #include <algorithm>
-#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"
@@ -13,108 +15,106 @@ namespace rmacc {
 
 namespace {
 
-// Copies below this go one way only (the peer's slots when there is a peer): splitting them
-// saves no time, since latency, not bandwidth, sets their cost.
-constexpr size_t kSplitAbove = 1 << 20;
+// Copies up to this size take both hops on the caller's stream through a slot of their own
+// (exec/loop_schedule.h): latency, not bandwidth, sets their cost.
+constexpr size_t kSmallMax = 1 << 20;
 
 // Copy-engine bandwidths a large copy is split by (one direction, GB/s), measured on H200s
-// (bench/RESULTS.md §6.1): device to pinned host and back run at once at about 50 each; a
+// (bench/RESULTS.md §8.1): device to pinned host and back run at once at about 50 each; a
 // peer copy over NVLink at about 390.
 constexpr double kHostGBs = 50;
 constexpr double kNvlinkGBs = 390;
 
-}  // namespace
-
-std::vector<std::vector<CopyDesc>> loopbackSteps(char* dst, const char* src, size_t bytes,
-                                                 const std::vector<LoopRoute>& routes) {
-  // Each route carries a contiguous part of the copy, cut into chunks of equal count across
-  // routes, so that every step moves about the same time's worth on each route.
-  struct Part {
-    const LoopRoute* route;
-    size_t begin, bytes, chunk;
-  };
-  std::vector<Part> parts;
-  size_t begin = 0;
-  double shareLeft = 0;
-  for (const LoopRoute& r : routes) shareLeft += r.share;
-  size_t steps = 0;
-  for (size_t i = 0; i < routes.size() && begin < bytes; ++i) {
-    const LoopRoute& r = routes[i];
-    RMACC_ENFORCE(r.slotBytes > 0 && r.slot[0] && r.slot[1], "loop route %zu without slots", i);
-    size_t left = bytes - begin;
-    size_t n = i + 1 == routes.size() || shareLeft <= 0
-                   ? left
-                   : std::min(left, (size_t)std::llround((double)left * r.share / shareLeft));
-    shareLeft -= r.share;
-    if (n == 0) continue;
-    parts.push_back({&r, begin, n, 0});
-    steps = std::max(steps, (n + r.slotBytes - 1) / r.slotBytes);
-    begin += n;
-  }
-  RMACC_ENFORCE(begin == bytes, "loop routes cover %zu of %zu bytes", begin, bytes);
-  for (Part& p : parts) p.chunk = (p.bytes + steps - 1) / steps;
-
-  // Step t: chunk t into slot t % 2, chunk t-1 out of slot (t-1) % 2. The previous step
-  // emptied slot t % 2 (its chunk t-2 went out then), so nothing in a step overwrites a slot
-  // that a copy of the same step reads.
-  std::vector<std::vector<CopyDesc>> out(steps + 1);
-  for (const Part& p : parts) {
-    for (size_t k = 0; k < steps; ++k) {
-      size_t off = std::min(p.bytes, k * p.chunk);
-      size_t len = std::min(p.chunk, p.bytes - off);
-      if (len == 0) break;
-      char* slot = p.route->slot[k % 2];
-      out[k].push_back({slot, src + p.begin + off, len});
-      out[k + 1].push_back({dst + p.begin + off, slot, len});
-    }
-  }
+std::vector<char*> cut(void* base, size_t slotBytes, int slots) {
+  std::vector<char*> out;
+  for (int i = 0; i < slots; ++i) out.push_back(static_cast<char*>(base) + i * slotBytes);
   return out;
 }
 
-double hostShare(int localRanks, double hostGBs, double nvlinkGBs) {
-  double x = (localRanks + 1) * hostGBs / (nvlinkGBs + 2 * hostGBs);
-  return std::clamp(x, 0.0, 1.0);
+}  // namespace
+
+LocalCopyMode chooseLocalCopyMode(LocalCopySetting setting, const BackendCaps& caps) {
+  if (setting == LocalCopySetting::kDirect) return LocalCopyMode::kDirect;
+  if (setting == LocalCopySetting::kEngines) return LocalCopyMode::kEngines;
+  LocalCopyMode m = caps.deviceCopyUsesCompute ? LocalCopyMode::kEngines : LocalCopyMode::kDirect;
+  INFO(kSubsysInit, "RMACC_LOCAL_COPY=auto: %s (same-device copies %s on this device)",
+       m == LocalCopyMode::kEngines ? "engines" : "direct",
+       caps.deviceCopyUsesCompute ? "need its compute units" : "need no compute units");
+  return m;
 }
 
 LocalCopier::LocalCopier(Backend& backend, Bootstrap& boot, const Topology& topo, int rank,
-                         LocalCopyMode mode, size_t slotBytes)
+                         LocalCopyMode mode, size_t slotBytes, int slots)
     : backend_(backend), mode_(mode) {
-  const int n = topo.nRanks(), node = topo.nodeOf(rank), L = topo.nodeSize(node);
-  const int local = topo.localRankOf(rank);
-  // Every rank takes part in the exchange whatever its mode, so that ranks configured
-  // differently still pair their collectives.
-  bool peerRoute = mode == LocalCopyMode::kEngines && L > 1;
-  if (peerRoute) hosted_ = backend.allocate(2 * slotBytes);
-  std::vector<HandleRecord> records(n);
-  if (hosted_) records[rank] = HandleRecord::from(hosted_->exportHandle());
-  if (topo.maxNodeSize() > 1) boot.allGather(records.data(), sizeof(HandleRecord));  // collective
+  RMACC_ARG_CHECK(slotBytes > 0 && slots >= 2,
+                  "local copy slots: %d of %zu bytes (need >= 2 of >= 1)", slots, slotBytes);
+  const size_t smallBytes = std::min(kSmallMax, slotBytes);
+  const size_t routeBytes = (size_t)slots * slotBytes + smallBytes;
+  std::vector<SlotRecord> records = exchange(boot, topo, rank, routeBytes);
   if (mode == LocalCopyMode::kDirect) return;
-
-  hostSlots_ = backend.allocateHostVisible(2 * slotBytes);
-  char* h = static_cast<char*>(hostSlots_->ptr());
-  LoopRoute host{{h, h + slotBytes}, slotBytes, 1.0};
-  const HandleRecord& next = records[topo.rankAt(node, (local + 1) % L)];
-  if (peerRoute && next.size > 0) {
-    successor_ = backend.import(next.handle());
-    RMACC_ENFORCE(successor_->size() >= 2 * slotBytes, "local rank %d lends %zu bytes, need %zu",
-                  (local + 1) % L, successor_->size(), 2 * slotBytes);
-    char* p = static_cast<char*>(successor_->ptr());
-    LoopRoute peer{{p, p + slotBytes}, slotBytes, 0};
-    host.share = hostShare(L, kHostGBs, kNvlinkGBs);
-    peer.share = 1 - host.share;
-    routes_ = {peer, host};
-    smallRoutes_ = {peer};
-    smallRoutes_[0].share = 1;
-  } else {
-    routes_ = {host};
-    smallRoutes_ = {host};
-  }
-  INFO(kSubsysColl, "same-device copies by copy engines: %.0f%% through local rank %d, %.0f%% "
-       "through pinned host memory, slots of %zu bytes",
-       100 * (1 - host.share), successor_ ? (local + 1) % L : -1, 100 * host.share, slotBytes);
+  buildRoutes(topo, rank, records, slotBytes, slots, smallBytes);
 }
 
-LocalCopier::~LocalCopier() = default;
+std::vector<SlotRecord> LocalCopier::exchange(Bootstrap& boot, const Topology& topo, int rank,
+                                              size_t routeBytes) {
+  // Every rank takes part in the exchange whatever its mode, so that ranks configured
+  // differently still pair their collectives.
+  const bool lends = mode_ == LocalCopyMode::kEngines && topo.nodeSize(topo.nodeOf(rank)) > 1;
+  if (lends) hosted_ = backend_.allocate(routeBytes);
+  std::vector<SlotRecord> records(topo.nRanks());
+  SlotRecord& mine = records[rank];
+  if (hosted_) mine.slots = HandleRecord::from(hosted_->exportHandle());
+  if (lends) snprintf(mine.device, sizeof mine.device, "%s", backend_.deviceIdentity().c_str());
+  if (topo.maxNodeSize() > 1) boot.allGather(records.data(), sizeof(SlotRecord));  // collective
+  return records;
+}
+
+void LocalCopier::buildRoutes(const Topology& topo, int rank, const std::vector<SlotRecord>& records,
+                              size_t slotBytes, int slots, size_t smallBytes) {
+  const int node = topo.nodeOf(rank), L = topo.nodeSize(node), local = topo.localRankOf(rank);
+  const SlotRecord& mine = records[rank];
+  const SlotRecord& next = records[topo.rankAt(node, (local + 1) % L)];
+  const SlotRecord& prev = records[topo.rankAt(node, (local + L - 1) % L)];
+  auto sameGpu = [&](const SlotRecord& r) { return mine.device[0] && !strcmp(mine.device, r.device); };
+  // Ranks sharing one GPU (MPS): the next rank's slots are this device's memory, and copies
+  // into them would be SM kernels again. The predecessor decides the same way: when it shares
+  // this GPU, nobody uses the slots this rank lends.
+  if (hosted_ && sameGpu(prev)) hosted_.reset();
+  const bool peerRoute = next.slots.size > 0 && !sameGpu(next);
+  if (next.slots.size > 0 && !peerRoute)
+    INFO(kSubsysColl, "local rank %d is on this rank's GPU: same-device copies go through "
+         "pinned host memory only", (local + 1) % L);
+
+  hostSlots_ = backend_.allocateHostVisible((size_t)slots * slotBytes + smallBytes);
+  char* h = static_cast<char*>(hostSlots_->ptr());
+  LoopRoute host{cut(h, slotBytes, slots), slotBytes, 1.0};
+  LoopRoute small{{h + (size_t)slots * slotBytes}, smallBytes, 1.0};
+  std::vector<LoopRoute> routes = {host};
+  if (peerRoute) {
+    successor_ = backend_.import(next.slots.handle());
+    const size_t need = (size_t)slots * slotBytes + smallBytes;
+    RMACC_ENFORCE(successor_->size() >= need, "local rank %d lends %zu bytes, need %zu",
+                  (local + 1) % L, successor_->size(), need);
+    char* p = static_cast<char*>(successor_->ptr());
+    routes[0].share = hostShare(L, kHostGBs, kNvlinkGBs);
+    routes.insert(routes.begin(), LoopRoute{cut(p, slotBytes, slots), slotBytes, 1 - routes[0].share});
+    small.slots = {p + (size_t)slots * slotBytes};
+  }
+  const double hostPct = 100 * routes.back().share;
+  schedule_ = std::make_unique<LoopSchedule>(std::move(routes), small, slotBytes / 4);
+  for (int i = 0; i < schedule_->lanes(); ++i) lanes_.push_back(backend_.createStream());
+  for (int i = 0; i < schedule_->events(); ++i) events_.push_back(backend_.createEvent());
+  INFO(kSubsysColl, "same-device copies by copy engines: %.0f%% through local rank %d, %.0f%% "
+       "through pinned host memory, %d slots of %zu bytes a route, %zu streams; copies up to "
+       "%zu bytes on the caller's stream",
+       100 - hostPct, successor_ ? (local + 1) % L : -1, hostPct, slots, slotBytes,
+       lanes_.size(), smallBytes);
+}
+
+LocalCopier::~LocalCopier() {
+  // The lanes may still copy through the slots: let them finish before the memory goes.
+  for (auto& s : lanes_) try { s->synchronize(); } catch (...) {}
+}
 
 void LocalCopier::copy(Stream& s, const CopyDesc* ops, size_t n) {
   std::vector<CopyDesc> direct;
@@ -126,12 +126,24 @@ void LocalCopier::copy(Stream& s, const CopyDesc* ops, size_t n) {
       direct.push_back(c);
       continue;
     }
-    const auto& routes = c.bytes > kSplitAbove ? routes_ : smallRoutes_;
-    for (const auto& step : loopbackSteps(static_cast<char*>(c.dst),
-                                          static_cast<const char*>(c.src), c.bytes, routes))
-      s.copy(step.data(), step.size());
+    ops_.clear();
+    schedule_->copy(static_cast<char*>(c.dst), static_cast<const char*>(c.src), c.bytes,
+                    &s == lastSmallCaller_, ops_);
+    if (c.bytes <= schedule_->smallMax()) lastSmallCaller_ = &s;
+    run(s);
   }
   if (!direct.empty()) s.copy(direct.data(), direct.size());
+}
+
+void LocalCopier::run(Stream& caller) {
+  for (const LoopOp& op : ops_) {
+    Stream& st = op.lane == LoopSchedule::kCallerLane ? caller : *lanes_[op.lane];
+    switch (op.kind) {
+      case LoopOp::Kind::kCopy: st.copy(&op.copy, 1); break;
+      case LoopOp::Kind::kRecord: st.record(*events_[op.event]); break;
+      case LoopOp::Kind::kWait: st.waitEvent(*events_[op.event]); break;
+    }
+  }
 }
 
 }  // namespace rmacc

@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -68,6 +69,7 @@ class CudaBackend : public Backend {
     return {.synchronousNullStream = false, .deviceCopyUsesCompute = true,
             .networkMayTouchDeviceMemory = true};
   }
+  std::string deviceIdentity() const override;
   bool isDeviceMemory(const void* ptr) const override {
     const MemoryPlace at = placeOf(ptr);
     return at.onDevice() && at.device == state_->device;
@@ -144,6 +146,15 @@ std::unique_ptr<Stream> CudaBackend::createStream() {
 // NULL is the legacy default stream, as a cudaStream_t of 0 means to code built without
 // --default-stream per-thread; cudaStreamPerThread and cudaStreamLegacy are accepted as such.
 // A handle of another device, or one the runtime rejects, gives nullptr.
+std::string CudaBackend::deviceIdentity() const {
+  cudaDeviceProp prop{};
+  RMACC_CUDA_CHECK(cudaGetDeviceProperties(&prop, state_->device));
+  std::string hex;
+  char byte[3];
+  for (unsigned char b : prop.uuid.bytes) snprintf(byte, sizeof byte, "%02x", b), hex += byte;
+  return hex;
+}
+
 Stream* CudaBackend::userStream(rmaccStream_t stream) {
   auto handle = (cudaStream_t)stream;
   std::lock_guard<std::mutex> lk(userMutex_);
