@@ -77,8 +77,8 @@ CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
                              const plan::Options& options, double timeoutS)
     : boot_(boot), topo_(topo), rank_(rank), n_(topo.nRanks()), node_(topo.nodeOf(rank)),
       local_(topo.localRankOf(rank)), L_(topo.nodeSize(node_)), nNodes_(topo.nNodes()),
-      options_(options), W_(plan::relayWriterSlots(topo, rank)),
-      gathersPerCall_(topo.nNodes() == 1 ? 1 : topo.uniform() ? 2 : 3) {
+      W_(plan::relayWriterSlots(topo, rank)),
+      gathersPerCall_(topo.nNodes() == 1 ? 1 : topo.uniform() ? 2 : 3), options_(options) {
   for (int k = 1; k < nNodes_; ++k) {
     const int from = topo.recvNode(node_, k);
     for (int m = 0; local_ + m * L_ < topo.nodeSize(from); ++m)
