@@ -128,7 +128,7 @@ mps_for() {  # mps_for NRANKS: MPS on when NRANKS ranks must share the GPUs, off
 
 if has tests; then
   mps_for 4  # the 2 x 2 cases
-  (cd build-gpu && timeout 500 ctest -R "Cuda|Gpu" --output-on-failure --timeout 400) > "$OUT/gpu-tests.log" 2>&1
+  (cd build-gpu && timeout 500 ctest -R "Cuda|Gpu" --output-on-failure --timeout ${TEST_TIMEOUT_S:-400}) > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|Failed|Passed" "$OUT/gpu-tests.log" | tail -12
 fi
 
