@@ -166,7 +166,9 @@ def rmacc_memory(comm, device):
     inp, expected, isplits, osplits = make_case(comm, s, (4,), torch.bfloat16, device)
     a = rmacc.empty(tuple(inp.shape), dtype=torch.bfloat16, comm=comm)
     b = rmacc.empty(tuple(expected.shape), dtype=torch.bfloat16, comm=comm)
-    assert a.device == device and comm._blocks == 2
+    assert a.device == device, "rmacc.empty on %s, expected %s" % (a.device, device)
+    assert comm._blocks == 2, "%d live rmacc.empty blocks, expected 2" % comm._blocks
+    assert a.data_ptr() != b.data_ptr(), "two rmacc.empty tensors share memory"
     a.copy_(inp)
     b.view(torch.uint8).fill_(0x5A)
     comm.all_to_all_single(b, a, osplits, isplits)
