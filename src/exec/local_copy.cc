@@ -36,11 +36,15 @@ std::vector<char*> cut(void* base, size_t slotBytes, int slots) {
 LocalCopyMode chooseLocalCopyMode(LocalCopySetting setting, const BackendCaps& caps) {
   if (setting == LocalCopySetting::kDirect) return LocalCopyMode::kDirect;
   if (setting == LocalCopySetting::kEngines) return LocalCopyMode::kEngines;
-  LocalCopyMode m = caps.deviceCopyUsesCompute ? LocalCopyMode::kEngines : LocalCopyMode::kDirect;
-  INFO(kSubsysInit, "RMACC_LOCAL_COPY=auto: %s (same-device copies %s on this device)",
-       m == LocalCopyMode::kEngines ? "engines" : "direct",
-       caps.deviceCopyUsesCompute ? "need its compute units" : "need no compute units");
-  return m;
+  // Direct for now, also where same-device copies take compute units: the engines pipeline is
+  // free of SMs on an H200 (1.01-1.05x its alone time beside a GEMM loop) but moved 40 GB/s
+  // through pinned host memory where a direct copy moves 2 TB/s, it has not run across two
+  // GPUs yet, and the PyTorch example stalled with it on one GPU (bench/RESULTS.md §11.3).
+  // Opt in with RMACC_LOCAL_COPY=engines.
+  INFO(kSubsysInit, "RMACC_LOCAL_COPY=auto: direct (same-device copies %s on this device; "
+       "RMACC_LOCAL_COPY=engines keeps them off the compute units)",
+       caps.deviceCopyUsesCompute ? "run on its compute units" : "need no compute units");
+  return LocalCopyMode::kDirect;
 }
 
 LocalCopier::LocalCopier(Backend& backend, Bootstrap& boot, const Topology& topo, int rank,
