@@ -304,3 +304,37 @@ def dead_peer(device):
         assert elapsed < limit, "the error took %.1f s (limit %.0f s): %s" % (elapsed, limit, e)
     comm.abort()
     return elapsed
+
+
+def moe_work(device):
+    """examples/moe_dispatch.py's two steps under torch.profiler: the GEMM FLOPs each does
+    (summed over its matrix products), and those of one dense pass of the expert MLP over the
+    no-sync step's worst-case receive buffer. A work count, not a time: the machine's load
+    cannot move it."""
+    import argparse
+    import importlib.util
+    from torch.profiler import profile
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                        "moe_dispatch.py")
+    spec = importlib.util.spec_from_file_location("moe_dispatch", path)
+    moe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(moe)
+    a = argparse.Namespace(tokens=64, hidden=32, ffn=64, experts=16, topk=2)
+    world = dist.get_world_size()
+    layer = moe.Layer(a, dist.get_rank(), world, device, torch.float32)
+    x = torch.randn(a.tokens, a.hidden, generator=torch.Generator().manual_seed(dist.get_rank()))
+    flops = {}
+    with rmacc.Communicator(device=device) as comm:
+        steps = (("sync", lambda: layer.step(x, comm.all_to_all_single)),
+                 ("no_sync", lambda: layer.step_no_sync(x, comm)))
+        for name, step in steps:
+            with profile(with_flops=True) as prof:
+                y = step()
+            flops[name] = sum(e.flops for e in prof.key_averages())
+            flops[name + "_out"] = y
+    assert torch.allclose(flops.pop("sync_out"), flops.pop("no_sync_out"), rtol=1e-4, atol=1e-4)
+    capacity = world * a.tokens * a.topk
+    flops["dense_pass"] = 4 * capacity * a.hidden * a.ffn  # two GEMMs, 2 FLOPs a multiply-add
+    flops["router"] = 2 * a.tokens * a.hidden * a.experts
+    flops["experts_per_rank"] = a.experts // world
+    return flops

@@ -42,6 +42,24 @@ class Errors(unittest.TestCase):
         self.assertEqual(len(elapsed), n - 1)
 
 
+class MoeWork(unittest.TestCase):
+    """examples/moe_dispatch.py's step without host sync must not do a multiple of the work of
+    a dense pass over its receive buffer: it ran every row through every local expert's MLP
+    (e_local = 4 dense passes here; 15x the step time of the synchronised step on the 2-core
+    CI machine). The tiled version does at most 1.5 passes (capacity + e_local tiles of
+    capacity / (2 e_local) rows); the bound, 2 passes, sits between them (FLOP counts from
+    torch.profiler, no timing)."""
+
+    def test_2x2(self):
+        for rank, f in ranks.run("moe_work", 4, 2).items():
+            expert_work = f["no_sync"] - f["router"]
+            self.assertEqual(f["experts_per_rank"], 4)
+            self.assertGreater(f["sync"], f["router"], "rank %d: the sync step ran no GEMM" % rank)
+            self.assertLessEqual(expert_work, 2 * f["dense_pass"],
+                                 "rank %d: the no-sync step's GEMMs did %.2f dense passes over "
+                                 "its receive buffer" % (rank, expert_work / f["dense_pass"]))
+
+
 def _add_shape_tests():
     for n, nodes in SHAPES:
         name = "test_%dx%d" % (nodes, n // nodes)
