@@ -137,19 +137,20 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
   }
 }
 
-// A CE put is a copy then a signal; consecutive CE puts, signals, waits and copies within the
-// device of one stream become one batch of copies then one batch of memory ops, in op order:
-// each signal still follows its own copy (and now the others of the batch too), copies to
-// different places may run at once, and the waits keep their place among the signals. A copy
-// joins a batch only while it holds no wait (it runs ahead of the batch's memory ops, which
-// only delays their stores). Anything else (proxy puts, copies through the copy-engine loop)
-// is enqueued on its own.
+// A CE put is a copy then a signal; consecutive CE puts, signals, waits, proxy puts and copies
+// within the device of one stream become one batch of copies then one batch of memory ops, in
+// op order: each signal still follows its own copy (and now the others of the batch too),
+// copies to different places may run at once, and the waits and ready flags keep their place
+// among the signals. A copy joins a batch only while it holds no wait or ready flag (it runs
+// ahead of the batch's memory ops). Anything else (staged proxy puts, copies through the
+// copy-engine loop) is enqueued on its own.
 bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
   const bool ce = op.kind == OpKind::kPut && ctx_.topo.sameNode(op.peer, ctx_.rank);
   const bool copy = op.kind == OpKind::kCopy && copier_->mode() == LocalCopyMode::kDirect;
+  if (op.kind == OpKind::kPut && !ce) return batchProxyPut(batch, s, op, b);
   if (!ce && !copy && op.kind != OpKind::kWait) return false;
   if (!batch.empty() && batch.stream != &s) flush(batch);
-  if ((copy || (ce && op.bytes)) && batch.waits) flush(batch);
+  if ((copy || (ce && op.bytes)) && batch.ordered) flush(batch);
   batch.stream = &s;
   if (op.kind == OpKind::kWait) {
     if (op.count) wait(batch, s, ctx_.signals.consume(op.peer, op.ctx, op.sigIdx, op.count));
@@ -167,15 +168,55 @@ bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers&
     batch.copies.push_back({static_cast<char*>(t.local) + offset, local(op.src, b), op.bytes});
   }
   WriteDesc sig = ctx_.signals.ceSignal(op.peer, op.ctx, op.sigIdx);
-  batch.memOps.push_back({false, sig.addr, sig.value});
+  pushMemOp(batch, s, {false, sig.addr, sig.value});
   return true;
 }
 
-void Executor::wait(Batch& batch, Stream& s, const WaitDesc& w) {
+// A put to another node: posted to the proxy now, released by a store of the queue's ready
+// flag in the batch. Consecutive puts of a stream thus cost one store between them, not a
+// backend call each: a store that follows another to the same flag replaces it (the proxy
+// issues every post up to the value it reads, and nothing ran between the two stores).
+bool Executor::batchProxyPut(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
+  const void* src = op.bytes ? local(op.src, b) : nullptr;
+  PeerTarget signalOnly;
+  const PeerTarget* t = &signalOnly;
+  uint64_t offset = 0;
+  if (op.bytes == 0) {
+    signalOnly.remote = ctx_.signalTargets[op.peer];
+  } else if (op.dst.region == Region::kRelay) {
+    t = &b.peerRelay[op.peer];
+    offset = op.dst.offset;
+  } else {
+    t = &b.peerRecv[op.peer];
+    offset = b.peerRecvOffset[op.peer][op.dst.block] + op.dst.offset;
+  }
+  WriteDesc ready;
+  if (!rma_.postUnreleased(s, src, op.bytes, op.peer, *t, offset, op.ctx, op.sigIdx, &ready))
+    return false;  // staged: enqueueOp copies it out chunk by chunk
+  if (op.bytes && op.dst.region == Region::kRelay &&
+      offset + op.bytes > relayHighWater_.load(std::memory_order_relaxed))
+    relayHighWater_.store(offset + op.bytes, std::memory_order_relaxed);
+  if (!batch.empty() && batch.stream != &s) flush(batch);
+  if (batch.readyLast && batch.memOps.back().addr == ready.addr) {
+    batch.memOps.back().value = ready.value;
+  } else {
+    pushMemOp(batch, s, {false, ready.addr, ready.value});
+    batch.ordered = true;
+  }
+  batch.readyLast = true;
+  return true;
+}
+
+void Executor::pushMemOp(Batch& batch, Stream& s, const MemOpDesc& m) {
   if (!batch.empty() && batch.stream != &s) flush(batch);
   batch.stream = &s;
-  batch.memOps.push_back({true, const_cast<volatile uint64_t*>(w.addr), w.value});
-  batch.waits = true;
+  batch.memOps.push_back(m);
+  batch.readyLast = false;
+}
+
+void Executor::wait(Batch& batch, Stream& s, const WaitDesc& w) {
+  pushMemOp(batch, s, {true, const_cast<volatile uint64_t*>(w.addr), w.value});
+  batch.ordered = true;
 }
 
 void Executor::flush(Batch& batch) {
@@ -183,9 +224,50 @@ void Executor::flush(Batch& batch) {
   Stream& s = *batch.stream;
   if (!batch.copies.empty()) s.copy(batch.copies.data(), batch.copies.size());
   if (!batch.memOps.empty()) s.memOps(batch.memOps.data(), batch.memOps.size());
+  if (batch.readyLast)
+    readyTail_[&s] = WaitDesc{batch.memOps.back().addr, batch.memOps.back().value};
+  else
+    readyTail_.erase(&s);
   batch.copies.clear();
   batch.memOps.clear();
-  batch.waits = false;
+  batch.ordered = batch.readyLast = false;
+}
+
+// The streams of the call's ops; which of them only wait (WaitOnly). With a trace every stream
+// runs its own ops, so that each op gets its span.
+void Executor::classify(const std::vector<Op>& ops, Call& c) {
+  c.streamOf.resize(ops.size());
+  std::vector<Stream*> all;
+  std::vector<char> onlyWaits;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Stream* s = c.streamOf[i] = &streamFor(ops[i]);
+    size_t k = std::find(all.begin(), all.end(), s) - all.begin();
+    if (k == all.size()) {
+      all.push_back(s);
+      onlyWaits.push_back(!trace_ && !serial_);
+    }
+    bool waits = ops[i].kind == OpKind::kWait;
+    for (int d : ops[i].deps) waits = waits && c.streamOf[d] == s;
+    if (!waits) onlyWaits[k] = 0;
+  }
+  std::vector<int> waitOnlyAt(all.size(), -1);
+  for (size_t k = 0; k < all.size(); ++k) {
+    if (!onlyWaits[k]) {
+      c.used.push_back(all[k]);
+      continue;
+    }
+    waitOnlyAt[k] = (int)c.waitOnly.size();
+    c.waitOnly.push_back({all[k], {}});
+  }
+  c.waitOnlyOf.assign(ops.size(), -1);
+  c.waitsUpTo.assign(ops.size(), 0);
+  for (size_t i = 0; i < ops.size(); ++i)
+    c.waitOnlyOf[i] = waitOnlyAt[std::find(all.begin(), all.end(), c.streamOf[i]) - all.begin()];
+}
+
+void Executor::holdWaits(Batch& batch, Stream& s, Call& c, int v, size_t upTo) {
+  size_t& held = c.heldWaits.emplace(std::make_pair(&s, v), 0).first->second;
+  for (; held < upTo; ++held) wait(batch, s, c.waitOnly[v].waits[held]);
 }
 
 void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const WaitDesc& start,
@@ -194,16 +276,11 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
                    uint64_t callSeq) {
   const std::vector<Op>& ops = plan.ops;
   nextEvent_ = 0;
-
-  // The streams this call uses, in order of first use; only they take part in it.
-  std::vector<Stream*> streamOf(ops.size());
-  std::vector<Stream*> used;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    streamOf[i] = &streamFor(ops[i]);
-    if (std::find(used.begin(), used.end(), streamOf[i]) == used.end()) used.push_back(streamOf[i]);
-  }
+  readyTail_.clear();
+  Call c;
+  classify(ops, c);
   // The last stream joins the others, runs the finish copies and stores the done flags.
-  if (used.empty()) used.push_back(join_.get());
+  if (c.used.empty()) c.used.push_back(join_.get());
 
   Batch batch;
   // Each stream's wait for the start joins its first batch (the entry signals, on one node
@@ -214,33 +291,45 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
     started.push_back(&s);
     if (!entryBarrier) wait(batch, s, start);
   };
-  if (entryBarrier) barrierGate(start, used);
+  if (entryBarrier) barrierGate(start, c.used);
 
   // Ops that a different stream depends on get an event recorded right after them.
   std::vector<char> crossDep(ops.size(), 0);
   for (size_t i = 0; i < ops.size(); ++i)
     for (int d : ops[i].deps)
-      if (streamOf[d] != streamOf[i]) crossDep[d] = 1;
+      if (c.streamOf[d] != c.streamOf[i] && c.waitOnlyOf[d] < 0) crossDep[d] = 1;
   std::vector<Event*> after(ops.size(), nullptr);
   // The latest op of stream B that stream A already waits for: older deps are implied.
   std::map<std::pair<Stream*, Stream*>, int> waited;
 
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    Stream& s = *streamOf[i];
+    Stream& s = *c.streamOf[i];
+    if (const int v = c.waitOnlyOf[i]; v >= 0) {
+      if (op.count)
+        c.waitOnly[v].waits.push_back(ctx_.signals.consume(op.peer, op.ctx, op.sigIdx, op.count));
+      c.waitsUpTo[i] = c.waitOnly[v].waits.size();
+      continue;
+    }
     startOn(s);
     for (int d : op.deps) {
-      if (streamOf[d] == &s) continue;
-      int& w = waited.emplace(std::make_pair(&s, streamOf[d]), -1).first->second;
+      if (c.streamOf[d] == &s) continue;
+      if (c.waitOnlyOf[d] >= 0) {
+        holdWaits(batch, s, c, c.waitOnlyOf[d], c.waitsUpTo[d]);
+        continue;
+      }
+      int& w = waited.emplace(std::make_pair(&s, c.streamOf[d]), -1).first->second;
       if (d <= w) continue;
       if (batch.stream == &s) flush(batch);
       s.waitEvent(*after[d]);
+      readyTail_.erase(&s);
       w = d;
     }
     if (trace_ || !batchOp(batch, s, op, buffers)) {
       flush(batch);
       TraceWriter::span(trace_, s, callSeq, op.batch, plan::laneName(op.lane), opName(op),
                         op.peer, op.bytes, [&] { enqueueOp(s, op, buffers); });
+      readyTail_.erase(&s);
     }
     if (crossDep[i]) {
       if (batch.stream == &s) flush(batch);
@@ -248,9 +337,9 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
       s.record(*after[i]);
     }
   }
-  for (Stream* s : used) startOn(*s);  // a call without ops: the join stream
-  join(batch, used);
-  finishCall(batch, *used.back(), finish, done, doneValue);
+  for (Stream* s : c.used) startOn(*s);  // a call without ops: the join stream
+  join(batch, c);
+  finishCall(batch, *batch.stream, finish, done, doneValue);
   anyCall_ = true;
 }
 
@@ -265,23 +354,45 @@ void Executor::barrierGate(const WaitDesc& start, const std::vector<Stream*>& us
 }
 
 // The last stream joins the others: the sources of proxy puts must be free, and every other
-// stream's work done, before the call counts as done. On one stream (one node, serial lanes)
-// this takes no event and no call of its own: its proxy wait, if any, joins the open batch.
-void Executor::join(Batch& batch, const std::vector<Stream*>& used) {
-  Stream& last = *used.back();
-  if (used.size() > 1 || batch.stream != &last) flush(batch);
-  for (Stream* s : used) {
+// stream's work done, before the call counts as done. A stream whose work ends with its ready
+// flag is done once the flag holds that value: the last stream waits for it (and for its
+// puts' sources) among its memory ops; any other takes an event. The waits of wait-only streams
+// that the last stream does not hold yet join its memory ops. On one stream (one node, serial
+// lanes) this takes no call of its own: its proxy wait, if any, joins the open batch. The
+// batch is left open on the last stream.
+void Executor::join(Batch& batch, Call& c) {
+  auto readyTailed = [&](Stream* s) {
+    if (batch.stream == s && !batch.empty()) return batch.readyLast;
+    return readyTail_.count(s) > 0;
+  };
+  Stream* last = c.used.back();
+  for (auto it = c.used.rbegin(); it != c.used.rend(); ++it)
+    if (!readyTailed(*it)) {
+      last = *it;
+      break;
+    }
+  if (batch.stream != last) flush(batch);
+  for (Stream* s : c.used) {
+    if (s == last) continue;
     WaitDesc w;
     const bool proxyWait = rma_.proxyDoneWait(*s, &w);
-    if (s == &last) {
-      if (proxyWait) wait(batch, last, w);
+    auto tail = readyTail_.find(s);
+    if (tail != readyTail_.end()) {
+      wait(batch, *last, tail->second);
+      if (proxyWait) wait(batch, *last, w);
       continue;
     }
     if (proxyWait) s->waitValues(&w, 1);
     Event& e = nextEvent();
     s->record(e);
-    last.waitEvent(e);
+    if (batch.stream == last) flush(batch);
+    last->waitEvent(e);
   }
+  for (size_t v = 0; v < c.waitOnly.size(); ++v)
+    holdWaits(batch, *last, c, (int)v, c.waitOnly[v].waits.size());
+  WaitDesc w;
+  if (rma_.proxyDoneWait(*last, &w)) wait(batch, *last, w);
+  batch.stream = last;
 }
 
 // The done flags go out in the last stream's open batch of memory ops, after its last waits.
@@ -293,7 +404,7 @@ void Executor::finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc
     copier_->copy(last, finish.data(), finish.size());
   }
   batch.stream = &last;
-  for (volatile uint64_t* flag : done) batch.memOps.push_back({false, flag, doneValue});
+  for (volatile uint64_t* flag : done) pushMemOp(batch, last, {false, flag, doneValue});
   flush(batch);
   lastDone_ = doneValue;
 }

@@ -1,10 +1,12 @@
 // Runs one rank's part of a Plan on backend streams and the proxy: one executor for every
 // backend (DESIGN.md §3). Each lane of the plan is an in-order stream; a dependency between
-// ops of different lanes becomes an event; nothing else orders them.
+// ops of different lanes becomes an event, or, on a lane that only waits, the waits
+// themselves (see run); nothing else orders them.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -60,24 +62,50 @@ class Executor {
 
  private:
   // Consecutive ops of one stream that the backend takes in two calls: a batch of copies,
-  // then one batch of stream memory ops (signals, waits, done flags) in op order.
+  // then one batch of stream memory ops (signals, ready flags, waits, done flags) in op order.
   struct Batch {
     Stream* stream = nullptr;
     std::vector<CopyDesc> copies;
     std::vector<MemOpDesc> memOps;
-    bool waits = false;  // memOps holds a wait: a later copy must not move ahead of it
+    // memOps holds a wait or a proxy put's ready flag: a later copy must not move ahead of it
+    // (past a wait it would break a dependency; past a ready flag it would delay the put).
+    bool ordered = false;
+    bool readyLast = false;  // memOps ends with a proxy queue's ready flag (see join)
     bool empty() const { return copies.empty() && memOps.empty(); }
   };
+  // A stream whose ops in this call are all waits with no dependency on another stream (the
+  // wait lanes): it gets no backend call at all. Whoever depends on one of its waits adds the
+  // waits up to it to its own memory ops instead of waiting for an event, which holds exactly
+  // when the event would have (the stream did nothing but wait for these monotone values).
+  struct WaitOnly {
+    Stream* stream = nullptr;
+    std::vector<WaitDesc> waits;  // in op order
+  };
+  // One call's bookkeeping (run and its helpers).
+  struct Call {
+    std::vector<Stream*> streamOf;  // by op
+    std::vector<Stream*> used;      // streams that get work, in order of first use
+    std::vector<WaitOnly> waitOnly;
+    std::vector<int> waitOnlyOf;    // by op: index into waitOnly, or -1
+    std::vector<size_t> waitsUpTo;  // by wait-only op: its stream's waits up to it
+    // (stream, wait-only stream) -> how many of the latter's waits the former holds already
+    std::map<std::pair<Stream*, int>, size_t> heldWaits;
+  };
   Stream& streamFor(const plan::Op& op);
+  void classify(const std::vector<plan::Op>& ops, Call& c);
   // Adds `op` to `batch` when it can join it (same stream, same kind); false otherwise.
   bool batchOp(Batch& batch, Stream& s, const plan::Op& op, const CallBuffers& b);
+  bool batchProxyPut(Batch& batch, Stream& s, const plan::Op& op, const CallBuffers& b);
+  void pushMemOp(Batch& batch, Stream& s, const MemOpDesc& m);
   void flush(Batch& batch);
   void enqueueOp(Stream& s, const plan::Op& op, const CallBuffers& b);
   char* local(const plan::Loc& loc, const CallBuffers& b) const;
   Event& nextEvent();
   void wait(Batch& batch, Stream& s, const WaitDesc& w);
+  // Adds to `s`'s batch the waits of wait-only stream `v` up to the first `upTo`.
+  void holdWaits(Batch& batch, Stream& s, Call& c, int v, size_t upTo);
   void barrierGate(const WaitDesc& start, const std::vector<Stream*>& used);
-  void join(Batch& batch, const std::vector<Stream*>& used);
+  void join(Batch& batch, Call& c);
   void finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc>& finish,
                   const std::vector<volatile uint64_t*>& done, uint64_t doneValue);
 
@@ -94,6 +122,9 @@ class Executor {
   size_t nextEvent_ = 0;
   bool anyCall_ = false;
   uint64_t lastDone_ = 0;  // the done value of the last call enqueued (complete() waits for it)
+  // Streams whose last work in this call is a store of their proxy queue's ready flag: once
+  // the flag holds that value, all their work is done (the join waits on it, not an event).
+  std::map<Stream*, WaitDesc> readyTail_;
   std::atomic<uint64_t> relayHighWater_{0};  // written by the progress thread, read by anyone
   std::unique_ptr<LocalCopier> copier_;  // copies within this rank's device
   TraceWriter* trace_ = nullptr;  // the communicator's, when RMACC_TRACE_FILE is set

@@ -50,12 +50,11 @@ size_t RmaEngine::streamsHeld() const {
   return lanes_.size();
 }
 
-void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
-  ProxyQueue& q = queueFor(stream);
-  if (put.bytes > 0 && (ctx_.cfg.bounceAlways || !ctx_.backend.nicAccessible(put.src))) {
-    stagedPut(stream, q, put);
-    return;
-  }
+bool RmaEngine::staged(const ProxyPut& put) const {
+  return put.bytes > 0 && (ctx_.cfg.bounceAlways || !ctx_.backend.nicAccessible(put.src));
+}
+
+uint64_t RmaEngine::post(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   ProxyPut p = put;
   // Providers that need sources registered: an rmaccMemAlloc source's registration is made
   // once and cached with the buffer, instead of once per put on the proxy thread.
@@ -65,16 +64,35 @@ void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
   // Only a put that reads the caller's memory in place holds the stream (now or at
   // waitProxyDone) until it completed locally: a pure signal reads nothing. Waiting on those
   // anyway made every call end one network completion later (an ack round trip).
-  const bool readsCaller = put.bytes > 0;
-  if (readsCaller) {
+  if (put.bytes > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     lastSeq_[&stream] = seq;
   }
+  return seq;
+}
+
+void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
+  ProxyQueue& q = queueFor(stream);
+  if (staged(put)) {
+    stagedPut(stream, q, put);
+    return;
+  }
+  uint64_t seq = post(stream, q, put);
   stream.writeValue(q.ready(), seq);
-  if (waitDone && readsCaller) {
+  if (waitDone && put.bytes > 0) {
     WaitDesc w{q.done(), seq};
     stream.waitValues(&w, 1);
   }
+}
+
+bool RmaEngine::postUnreleased(Stream& stream, const void* src, size_t bytes, int peer,
+                               const PeerTarget& target, uint64_t offset, int ctx, int sigIdx,
+                               WriteDesc* ready) {
+  ProxyPut p = makeProxyPut(src, bytes, peer, target, offset, ctx, sigIdx);
+  if (staged(p)) return false;
+  ProxyQueue& q = queueFor(stream);
+  *ready = WriteDesc{q.ready(), post(stream, q, p)};
+  return true;
 }
 
 // Device memory the network cannot read: the stream stages it in pinned memory chunk by chunk
@@ -146,6 +164,12 @@ void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,
     ctx_.signals.enqueueCeSignal(stream, peer, ctx, sigIdx);
     return;
   }
+  proxyPut(stream, makeProxyPut(src, bytes, peer, target, offset, ctx, sigIdx), waitDone);
+}
+
+ProxyPut RmaEngine::makeProxyPut(const void* src, size_t bytes, int peer,
+                                  const PeerTarget& target, uint64_t offset, int ctx,
+                                  int sigIdx) const {
   ProxyPut p;
   p.peer = peer;
   p.src = src;
@@ -163,7 +187,7 @@ void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,
   }
   p.ctx = ctx;
   p.sigIdx = sigIdx;
-  proxyPut(stream, p, waitDone);
+  return p;
 }
 
 void RmaEngine::signal(Stream& stream, int peer, int ctx, int sigIdx, bool waitDone) {

@@ -35,6 +35,14 @@ class RmaEngine {
   void put(Stream& stream, const void* src, size_t bytes, int peer, const PeerTarget& target,
            uint64_t offset, int ctx, int sigIdx, bool waitDone = true);
   void signal(Stream& stream, int peer, int ctx, int sigIdx, bool waitDone = true);
+  // A put (bytes may be 0: a signal) to a peer of another node, posted to `stream`'s proxy
+  // queue but not released: the caller enqueues the store `*ready` on `stream` itself, in a
+  // batch of memory ops (consecutive puts need only the last store: the proxy issues every
+  // post up to the value stored). False, with nothing posted, when the put must be staged
+  // (its source is memory the network cannot read): the caller then uses put().
+  bool postUnreleased(Stream& stream, const void* src, size_t bytes, int peer,
+                      const PeerTarget& target, uint64_t offset, int ctx, int sigIdx,
+                      WriteDesc* ready);
   void wait(Stream& stream, const SignalWait* waits, size_t n);
   // Holds `stream` until every proxy put it posted so far no longer reads the caller's memory.
   void waitProxyDone(Stream& stream);
@@ -64,6 +72,11 @@ class RmaEngine {
   // holds back another's puts.
   ProxyQueue& queueFor(Stream& stream);
   void proxyPut(Stream& stream, const ProxyPut& put, bool waitDone);
+  ProxyPut makeProxyPut(const void* src, size_t bytes, int peer, const PeerTarget& target,
+                        uint64_t offset, int ctx, int sigIdx) const;
+  bool staged(const ProxyPut& put) const;
+  // Posts an unstaged put and notes it for waitProxyDone; returns its sequence number.
+  uint64_t post(Stream& stream, ProxyQueue& q, const ProxyPut& put);
   void stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put);
 
   const EngineContext ctx_;
