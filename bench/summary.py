@@ -27,7 +27,7 @@ ROW = re.compile(r"^(?:\[0\] )?\s+(\d+)\s+(\d+)\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s+
 TORCH_ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+float\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 CEIL_ROW = re.compile(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$")
 LATENCY = re.compile(r"8-byte ping-pong latency .*: ([\d.]+) us")
-COST = re.compile(r"queued ([0-9.]+) us, count exchange ([0-9.]+) us, plan\+enqueue ([0-9.]+) us")
+COST = re.compile(r"queued ([0-9.]+) us, count exchange ([0-9.]+) us(?: \([^)]*\))?, plan\+enqueue ([0-9.]+) us")
 
 
 def read(out, name):
