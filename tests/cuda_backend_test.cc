@@ -358,6 +358,50 @@ TEST_F(CudaBackendTest, WriteWaitBetweenStreams) {
   a->synchronize();
 }
 
+// A user stream held by a stream-memory wait (as one waiting for a call is) blocks no work on
+// rmacc's own streams, however many streams the process has: streams of one priority share a
+// hardware queue with every 32nd stream of that priority (H200, driver 580), so rmacc's streams
+// take a priority of their own. Before they did, a PyTorch MoE step hung this way. 70 user
+// streams (more than two rounds of queues) and the legacy stream, against 40 internal streams
+// made after them; the user's rmaccStreamCreate streams must not take rmacc's priority either.
+TEST_F(CudaBackendTest, WaitingUserStreamsNeverBlockInternalStreams) {
+  constexpr int kUser = 70, kInternal = 40;
+  std::vector<cudaStream_t> user(kUser + 1, nullptr);  // the last is the legacy stream
+  for (int u = 0; u < kUser; ++u)
+    ASSERT_EQ(cudaStreamCreateWithFlags(&user[u], cudaStreamNonBlocking), cudaSuccess);
+  auto handedOut = backend_->createUserStream();
+  user.push_back((cudaStream_t)handedOut->handle());
+  std::vector<std::unique_ptr<Stream>> internal;
+  for (int k = 0; k < kInternal; ++k) internal.push_back(backend_->createStream());
+  auto flags = backend_->allocateHostVisible((kInternal + 1) * sizeof(uint64_t));
+  volatile uint64_t* gate = word(*flags, kInternal);
+  *gate = 0;
+  for (size_t u = 0; u < user.size(); ++u) {
+    Stream* held = backend_->userStream((rmaccStream_t)user[u]);
+    ASSERT_NE(held, nullptr);
+    const uint64_t round = u + 1;
+    WaitDesc w{gate, round};
+    held->waitValues(&w, 1);
+    for (int k = 0; k < kInternal; ++k) internal[k]->writeValue(word(*flags, k), round);
+    std::vector<int> blocked;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (int k = 0; k < kInternal; ++k)
+      while (*word(*flags, k) != round) {
+        if (std::chrono::steady_clock::now() > until) {
+          blocked.push_back(k);
+          break;
+        }
+      }
+    backend_->hostWrite(gate, round);  // release the user stream whatever happened
+    held->synchronize();
+    for (auto& s : internal) s->synchronize();
+    EXPECT_TRUE(blocked.empty()) << "user stream " << u << " (of " << user.size()
+                                 << ") blocked " << blocked.size() << " internal streams, the "
+                                 << "first " << blocked[0];
+  }
+  for (int u = 0; u < kUser; ++u) cudaStreamDestroy(user[u]);
+}
+
 // memOps: stores and waits in one call run in order (a store after a wait is held by it), also
 // when they take more than one cuStreamBatchMemOp (300 ops: two driver calls).
 TEST_F(CudaBackendTest, MemOpsRunInOrder) {

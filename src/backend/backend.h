@@ -167,7 +167,11 @@ class Backend {
     (void)ptr;
     return {};
   }
+  // A stream for rmacc's own work (copies, signals, joins). The CUDA backend gives these a
+  // priority user streams do not have, so that no user stream shares their hardware queues.
   virtual std::unique_ptr<Stream> createStream() = 0;
+  // A stream handed to the user (rmaccStreamCreate): the device's default priority.
+  virtual std::unique_ptr<Stream> createUserStream() { return createStream(); }
   // The Stream behind a user's rmaccStream_t; nullptr when it is not one this backend knows
   // (the caller reports rmaccInvalidArgument). NULL means the backend's default stream.
   virtual Stream* userStream(rmaccStream_t stream) = 0;

@@ -223,7 +223,7 @@ LandingZone& Comm::landingZone() {
 }
 
 void* Comm::createUserStream() {
-  auto s = backend_->createStream();
+  auto s = backend_->createUserStream();
   void* handle = s->handle();
   std::lock_guard<std::mutex> lock(streamsMu_);
   userStreams_[handle] = std::move(s);

@@ -61,6 +61,7 @@ class CudaBackend : public Backend {
     return std::make_unique<PinnedHostAllocation>(state_, bytes);
   }
   std::unique_ptr<Stream> createStream() override;
+  std::unique_ptr<Stream> createUserStream() override;
   Stream* userStream(rmaccStream_t stream) override;
   std::unique_ptr<Event> createEvent() override { return std::make_unique<CudaEvent>(state_); }
   bool isHostMemory(const void* ptr) const override;
@@ -123,19 +124,35 @@ CudaBackend::CudaBackend(double timeoutS)
   state_->rdmaCapableVmm =
       deviceAttribute(dev, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED) != 0;
 
-  // Highest priority, so abort()'s releasing writes are scheduled ahead of queued copies.
-  int leastPrio = 0, greatestPrio = 0;
-  RMACC_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&leastPrio, &greatestPrio));
-  RMACC_CUDA_CHECK(
-      cudaStreamCreateWithPriority(&state_->utilStream, cudaStreamNonBlocking, greatestPrio));
+  // Streams of different priorities never share a hardware queue; streams of one priority
+  // share one with every 32nd stream of that priority created in the process (measured on an
+  // H200, driver 580, whatever CUDA_DEVICE_MAX_CONNECTIONS says). A stream-memory wait blocks
+  // its whole queue, so a user stream waiting for a call (enqueued before rmacc's streams get
+  // the call's work, which the progress thread enqueues later) would block that work, and the
+  // call, for good if one of rmacc's streams shared its queue: PyTorch makes 32 pool streams
+  // per priority and NCCL more, so some would. rmacc's own streams therefore take the
+  // device's greatest priority, which PyTorch's streams (priorities 0 to -3) and NCCL's do
+  // not use; abort()'s releasing writes (utilStream) are then also ahead of queued copies.
+  int leastPrio = 0;
+  RMACC_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&leastPrio, &state_->internalPriority));
+  RMACC_CUDA_CHECK(cudaStreamCreateWithPriority(&state_->utilStream, cudaStreamNonBlocking,
+                                                state_->internalPriority));
   INFO(kSubsysInit, "cuda backend on device %d, stream timeout %.1f s, flush %d, rdma vmm %d",
        device, timeoutS, (int)state_->canFlushRemoteWrites, (int)state_->rdmaCapableVmm);
 }
 
+// Non-blocking: no implicit synchronisation with the legacy stream the user may use.
 std::unique_ptr<Stream> CudaBackend::createStream() {
   ContextGuard guard(*state_);
   cudaStream_t s = nullptr;
-  // Non-blocking: no implicit synchronisation with the legacy stream the user may use.
+  RMACC_CUDA_CHECK(
+      cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, state_->internalPriority));
+  return std::make_unique<CudaStream>(state_, s, /*owned=*/true);
+}
+
+std::unique_ptr<Stream> CudaBackend::createUserStream() {
+  ContextGuard guard(*state_);
+  cudaStream_t s = nullptr;
   RMACC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return std::make_unique<CudaStream>(state_, s, /*owned=*/true);
 }
@@ -185,6 +202,12 @@ Stream* CudaBackend::userStream(rmaccStream_t stream) {
            state_->device);
       return nullptr;
     }
+    int prio = 0;
+    if (cudaStreamGetPriority(handle, &prio) == cudaSuccess && prio == state_->internalPriority)
+      WARN("cuda: stream %p has the device's greatest priority (%d), as rmacc's own streams: "
+           "if it shares a hardware queue with one of them, a call on it can wait until "
+           "RMACC_TIMEOUT_S; use a lower priority for streams that carry rmacc calls",
+           stream, prio);
   }
   auto wrapper = std::make_unique<CudaStream>(state_, handle, /*owned=*/false);
   Stream* s = wrapper.get();

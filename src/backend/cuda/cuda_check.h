@@ -84,6 +84,7 @@ struct BackendState {
   // Private high-priority non-blocking stream: zeroes new allocations (synchronously) and
   // carries abort()'s releasing writes. Nothing else runs on it, so it is never stuck.
   cudaStream_t utilStream = nullptr;
+  int internalPriority = 0;  // the device's greatest: rmacc's own streams (createStream)
 
   std::atomic<bool> aborted{false};
   std::mutex mutex;               // guards `streams` and every stream's pending waits
