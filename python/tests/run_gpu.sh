@@ -3,7 +3,7 @@
 # CUDA tensors (1 x 2, 2 x 1, 2 x 2 emulated nodes; ranks share GPUs when there are fewer than
 # 4), the MoE example and the benchmark against torch.distributed (NCCL), 1 node and 2
 # emulated nodes. Usage: python/tests/run_gpu.sh [build dir, default build] [bench args...]
-# Needs a CUDA build of rmacc (scripts/build.sh on that machine).
+# Needs a CUDA build of rmacc (scripts/build.sh on that machine). STEP_TIMEOUT_S bounds each step.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd); shift || true
@@ -12,7 +12,27 @@ export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 export FI_PROVIDER=tcp FI_TCP_IFACE=lo RMACC_NET_PROVIDER=tcp  # between emulated nodes
 ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
 status=0
-step() { echo "=== $*"; "$@" || { echo "=== FAILED: $*"; status=1; }; }
+# Each step gets STEP_TIMEOUT_S (default 300). A step still running then is reported as hung:
+# every thread of its Python processes with its kernel wait channel and state, then SIGABRT,
+# which PYTHONFAULTHANDLER turns into each process's Python stack (and the CUDA driver's handler
+# into a native one), then SIGKILL. A hang costs one step, not the device call, and says where.
+export PYTHONFAULTHANDLER=1
+step() {
+  echo "=== $*"
+  setsid "$@" & local pid=$! t=0
+  while kill -0 $pid 2>/dev/null && (( t < ${STEP_TIMEOUT_S:-300} )); do sleep 1; t=$((t + 1)); done
+  if kill -0 $pid 2>/dev/null; then
+    echo "=== HUNG after ${t}s: $*"
+    for p in $(pgrep -s $pid python); do
+      echo "--- pid $p: $(tr '\0' ' ' < /proc/$p/cmdline)"
+      for task in /proc/$p/task/*; do
+        echo "    $(basename $task) $(cat $task/comm) $(awk '{print $3}' $task/stat) $(cat $task/wchan)"
+      done
+    done
+    pkill -ABRT -s $pid python; sleep 5; kill -KILL -- -$pid 2>/dev/null
+  fi
+  wait $pid || { echo "=== FAILED: $*"; status=1; }
+}
 
 cd "$root/python/tests"
 step env RMACC_TEST_DEVICE=cuda python3 -m unittest -v test_rmacc
