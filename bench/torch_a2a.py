@@ -95,10 +95,10 @@ def bench_one(comm, a, device, dtype, nbytes, pattern):
         for _ in range(a.iters):
             fn()
         sync(device)
-        t = torch.tensor([(time.perf_counter() - t0) / a.iters])
+        t = torch.tensor([(time.perf_counter() - t0) / a.iters], device=device)  # NCCL: on the GPU
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         times[name] = t.item()
-    ok = torch.tensor([int(torch.equal(out_r, out_t))])
+    ok = torch.tensor([int(torch.equal(out_r, out_t))], device=device)
     dist.all_reduce(ok, op=dist.ReduceOp.MIN)
     return rows * 64 * esize, times, bool(ok.item())
 

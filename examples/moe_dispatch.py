@@ -162,7 +162,7 @@ def timed(fn, iters, device):
         out = fn()
     if device.type == "cuda":
         torch.cuda.synchronize()
-    t = torch.tensor([(time.perf_counter() - t0) / iters])
+    t = torch.tensor([(time.perf_counter() - t0) / iters], device=device)  # NCCL: on the GPU
     dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's step time
     return out, t.item()
 
@@ -188,7 +188,7 @@ def main(a):
         same = torch.equal(ours, theirs)
         tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
         close = torch.allclose(no_sync.float(), theirs.float(), rtol=tol, atol=tol)
-        ok = torch.tensor([int(same and close)])
+        ok = torch.tensor([int(same and close)], device=device)
         dist.all_reduce(ok, op=dist.ReduceOp.MIN)
         if rank == 0:
             print("moe step: %d ranks on %d node(s), %s %s, %d tokens/rank, hidden %d, "

@@ -266,6 +266,62 @@ TEST(GpuAlltoallvUnequal, HundredCallsByteExact) {
   runGpuAlltoallv({}, 100, nGpu, {1, 0, 0, 0});
 }
 
+// Right after a call returns, the caller makes CUDA calls that wait for the device and, while
+// they wait, hold back other threads' copies: on the legacy stream (PyTorch's default stream),
+// a copy to pageable memory and its synchronisation (PyTorch's .tolist()), a synchronous
+// cudaMemcpy to pageable memory, cudaFree. The call's device work must be enqueued by then
+// (RMACC_ENQUEUE_WAIT_MS); it once was left to the progress thread, whose copies these calls
+// kept out while the device waited for them: examples/moe_dispatch.py hung on an H200
+// (bench/RESULTS.md §13).
+TEST(GpuAlltoallvCallerThread, BlockingCudaCallsRightAfterACall) {
+  int nGpu = gpuCount();
+  if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
+  RunOptions o;
+  o.nodeOf = scatteredNodes(1, 2);
+  o.timeoutS = 120;
+  runRanks(2, o, [&](const RankContext& ctx) {
+    CUDA_OK(cudaSetDevice(ctx.rank % nGpu));
+    rmaccComm_t comm = nullptr;
+    RMACC_OK(rmaccCommInitRank(&comm, 2, ctx.id, ctx.rank), nullptr);
+    const rmaccStream_t legacy = nullptr;
+    const size_t count = 1 << 16;  // int32 per peer
+    std::vector<int32_t> hsend(2 * count), hrecv(2 * count);
+    void *dsend, *drecv;
+    CUDA_OK(cudaMalloc(&dsend, hsend.size() * 4));
+    CUDA_OK(cudaMalloc(&drecv, hrecv.size() * 4));
+    for (int call = 0; call < 60; ++call) {
+      for (size_t i = 0; i < hsend.size(); ++i)
+        hsend[i] = ctx.rank * 100000000 + call * 1000000 + (int)i;
+      CUDA_OK(cudaMemcpy(dsend, hsend.data(), hsend.size() * 4, cudaMemcpyHostToDevice));
+      void* scratch = nullptr;
+      CUDA_OK(cudaMalloc(&scratch, 1 << 20));
+      RMACC_OK(rmaccAlltoAll(dsend, drecv, count, rmaccInt32, comm, legacy), comm);
+      switch (call % 3) {
+        case 0:
+          CUDA_OK(cudaMemcpyAsync(hrecv.data(), drecv, hrecv.size() * 4, cudaMemcpyDeviceToHost, 0));
+          CUDA_OK(cudaStreamSynchronize(0));
+          break;
+        case 1:
+          CUDA_OK(cudaMemcpy(hrecv.data(), drecv, hrecv.size() * 4, cudaMemcpyDeviceToHost));
+          break;
+        default:
+          CUDA_OK(cudaFree(scratch));
+          scratch = nullptr;
+          CUDA_OK(cudaMemcpy(hrecv.data(), drecv, hrecv.size() * 4, cudaMemcpyDeviceToHost));
+      }
+      RMACC_OK(rmaccStreamSynchronize(comm, legacy), comm);
+      if (scratch) CUDA_OK(cudaFree(scratch));
+      for (int p = 0; p < 2; ++p)
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(hrecv[p * count + i], p * 100000000 + call * 1000000 + (int)(ctx.rank * count + i))
+              << "call " << call << " from rank " << p;
+    }
+    cudaFree(dsend);
+    cudaFree(drecv);
+    RMACC_OK(rmaccCommDestroy(comm), nullptr);
+  });
+}
+
 // put/signal/wait from device memory: into device windows inside a node (CE); across
 // emulated nodes (proxy, bounce-staged source) into a pinned host window (the network writes
 // it) and into device windows, rmaccMemAlloc'd and cudaMalloc'd (no GPU-direct provider: the

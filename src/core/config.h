@@ -41,6 +41,13 @@ enum class ParamVisibility { kPublic, kInternal };
     "write a Chrome/Perfetto trace per rank (`%r` is replaced by the rank)")                      \
   X(size_t, relayBytes, 64ull << 20, "RMACC_RELAY_BYTES", BytesParam<4096>, kPublic, "`64M`",     \
     "relay memory per rank for receive-side PXN (suffixes K, M, G)")                              \
+  /* A call whose device work another thread enqueues later is exposed to the caller's own   */   \
+  /* next CUDA calls: a synchronous copy to pageable memory or cudaFree holds back other     */   \
+  /* threads' copies, and a kernel's first (lazy) load holds back all work, while they wait  */   \
+  /* for the device, which waits for that work (H200, bench/RESULTS.md §13).                 */   \
+  X(int, enqueueWaitMs, 50, "RMACC_ENQUEUE_WAIT_MS", IntParam<0 COMMA 600000>, kPublic, "`50`",   \
+    "how long a collective call waits for late peers (or device counts) so that its work is "   \
+    "enqueued before it returns; past it, the call returns and the work is enqueued later")     \
   X(std::string, bootstrapAddr, "", "RMACC_BOOTSTRAP_ADDR", TextParam, kInternal,                 \
     "first non-loopback IPv4", "address the rendezvous root listens on")                          \
   /* Each call queues a few stream ops on the caller's stream and more on rmacc's; CUDA     */   \

@@ -104,7 +104,7 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   if (user) waitForRoom();
   Task task;
   task.args = std::move(args);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   task.seq = ++nextSeq_;
   task.queuedAt = monotonicSeconds();
   if (task.args.rejected.empty()) {
@@ -121,9 +121,23 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
     });
     task.userCalls = streamCallsOfThisThread() - calls0;
   }
-  uint64_t seq = task.seq;
+  const uint64_t seq = task.seq;
+  // With counts on the device the work is enqueued once the stream reaches the call: the wait
+  // below then also waits (as long) for the device to get there.
+  const bool waitForEnqueue = user && ctx_.cfg.enqueueWaitMs > 0;
   queue_.push_back(std::move(task));
-  cv_.notify_one();
+  cv_.notify_all();  // callers may wait on cv_ too
+  // The user's stream now waits for work the progress thread has yet to enqueue. Until it has,
+  // a CUDA call of this thread that waits for the device (a synchronous copy to pageable
+  // memory, cudaFree, a kernel's first lazy load) would keep that work out for good: a
+  // deadlock (bench/RESULTS.md §13). Peers (and device counts) that arrive within
+  // RMACC_ENQUEUE_WAIT_MS close the window before the call returns; later ones leave it open
+  // (README, Status).
+  if (waitForEnqueue) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(ctx_.cfg.enqueueWaitMs);
+    cv_.wait_until(lock, until, [&] { return enqueuedSeq_ >= seq || stop_; });
+  }
   return seq;
 }
 
@@ -187,6 +201,7 @@ void CollectiveEngine::progressLoop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       busy_ = false;
+      enqueuedSeq_ = task.seq;
     }
     cv_.notify_all();
   }

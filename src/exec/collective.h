@@ -1,6 +1,7 @@
-// AlltoAllV and AlltoAll (DESIGN.md §2): the call enqueues and returns at once; the
-// communicator's progress thread exchanges the counts, checks them, plans (cached by shape)
-// and hands the plan to the executor. The user's stream waits, on the device, for a done flag
+// AlltoAllV and AlltoAll (DESIGN.md §2): the call enqueues and returns without waiting for
+// late peers; the communicator's progress thread exchanges the counts, checks them, plans
+// (cached by shape) and hands the plan to the executor, and the call returns once it has (or
+// after RMACC_ENQUEUE_WAIT_MS when a peer is late). The user's stream waits, on the device, for a done flag
 // that the executor's join stream writes.
 #pragma once
 
@@ -156,6 +157,7 @@ class CollectiveEngine {
   std::deque<Task> queue_;
   bool stop_ = false;
   bool busy_ = false;  // the progress thread is running a task
+  uint64_t enqueuedSeq_ = 0;  // the last call whose work the progress thread enqueued (or failed)
   uint64_t nextSeq_ = 0;
   std::map<uint64_t, std::pair<rmaccResult_t, std::string>> callErrors_;
   CallCost lastCost_;

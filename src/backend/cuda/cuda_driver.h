@@ -13,7 +13,8 @@ namespace rmacc::cuda {
   X(cuMemAddressFree) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemExportToShareableHandle) \
   X(cuMemGetAllocationGranularity) X(cuMemImportFromShareableHandle) X(cuMemMap)            \
   X(cuMemRelease) X(cuMemSetAccess) X(cuMemUnmap) X(cuMemsetD8Async) X(cuStreamBatchMemOp)  \
-  X(cuStreamSynchronize) X(cuStreamWriteValue64) X(cuPointerGetAttributes)
+  X(cuStreamSynchronize) X(cuStreamWriteValue64) X(cuPointerGetAttributes)              \
+  X(cuModuleGetLoadingMode)
 
 // One pointer per function, named like the function (cuda.h's versioning macros apply to
 // both the member name and its type, so calls read driver().cuMemCreate(...)).
