@@ -32,6 +32,7 @@ def _rank_main(rank, n, nodes, device, workdir, scenario, env):
     os.environ.update(env)
     outcome = ("error", "did not finish")
     try:
+        import rmacc  # noqa: F401 - before CUDA starts: it picks eager module loading
         import torch
         import torch.distributed as dist
         torch.set_num_threads(1)

@@ -34,9 +34,21 @@ step() {
   wait $pid || { echo "=== FAILED: $*"; status=1; }
 }
 
+# The unittest's ranks share GPUs when there are fewer than 4: that needs MPS (without it two
+# ranks on one H200 both stopped in their first synchronisation after a call).
+mps=0
+if [ "$ngpu" -lt 4 ] && command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/rmacc-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/rmacc-mps-log
+  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  nvidia-cuda-mps-control -d && mps=1
+fi
 cd "$root/python/tests"
-step env RMACC_TEST_DEVICE=cuda python3 -m unittest -v test_rmacc
+step env RMACC_TEST_DEVICE=cuda python3 -m unittest -v ${UNITTESTS:-test_rmacc}
 cd "$root"
+if [ $mps = 1 ]; then
+  echo quit | nvidia-cuda-mps-control
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 
 # torchrun as is: one node, one rank per GPU.
 step torchrun --nproc-per-node "$ngpu" examples/moe_dispatch.py
