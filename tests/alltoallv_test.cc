@@ -512,6 +512,31 @@ TEST(Alltoallv, CallsReturnWhileAPeerIsLate) {
   });
 }
 
+// A call returns once the progress thread has enqueued its work (peers on time): until then a
+// CUDA call of the caller that waits for the device could hold that work back for good
+// (bench/RESULTS.md §13). The wait is made long here so that a slow CI machine cannot make a
+// peer late; CallsReturnWhileAPeerIsLate bounds it with the default.
+TEST(Alltoallv, CallsReturnOnceTheirWorkIsEnqueued) {
+  runRanks(4, optionsFor({2, 2}, {{"RMACC_ENQUEUE_WAIT_MS", "60000"}}), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    CollectiveEngine& coll = api::commOf(comm.get()).coll();
+    for (uint64_t call = 1; call <= 20; ++call) {
+      auto counts = makeCounts(Pattern::kRandom, 4, 1000, call);
+      Layout l = makeLayout(counts, 4, ctx.rank, call);
+      std::vector<uint8_t> send(l.sendElems * 4 + 4), recv(l.recvElems * 4 + 4, kPoison);
+      fillSend(send.data(), l, 4, ctx.rank, call);
+      RMACC_ASSERT_OK(rmaccAlltoAllv(send.data(), l.sendcounts.data(), l.sdispls.data(),
+                                     recv.data(), l.recvcounts.data(), l.rdispls.data(),
+                                     rmaccFloat32, comm.get(), comm.stream()));
+      EXPECT_EQ(coll.lastCallCost().seq, call) << "rank " << ctx.rank << ": call " << call
+                                               << " returned before its work was enqueued";
+      RMACC_ASSERT_OK(comm.sync());
+      std::string first;
+      EXPECT_EQ(checkRecv(recv.data(), l, 4, ctx.rank, call, &first), 0u) << first;
+    }
+  });
+}
+
 // A caller may run at most RMACC_MAX_CALLS_IN_FLIGHT calls ahead of the device: with the bound
 // at 2 and rank 0's stream held on a signal rank 1 sends 1.5 s late, rank 0's third call
 // returns only once its first finished (unbounded, it returned at once; on CUDA a deep backlog
