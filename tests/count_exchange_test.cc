@@ -71,6 +71,9 @@ TEST_P(CountExchangeShapes, InputsEqualTheMatrixDerivation) {
     opt.slots = 4;
     opt.slotBytes = 4096;
     opt.maxPutBytes = 1500;
+    // Shapes of odd size cut relay payloads into >= 3 chunks of >= 1000 bytes (chunkBytes).
+    opt.minChunksPerRound = n % 2 ? 3 : 0;
+    opt.minChunkBytes = 1000;
     CountExchange x(*boot, topo, ctx.rank, opt, 30);
     plan::Carry carry;
     for (int call = 1; call <= 6; ++call) {

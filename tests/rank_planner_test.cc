@@ -84,6 +84,8 @@ TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
     o.entrySignals = uniform(rng, 0, 5) != 0;
     o.roundsPerBatch = (int)uniform(rng, 0, 3);
     o.creditWindow = c % 4;  // 0 (slots), 1 (2), 2, 3: not from rng, earlier draws unchanged
+    o.minChunksPerRound = c / 4 % 4;  // 0, 1: chunks of a slot; 2, 3: smaller (chunkBytes)
+    o.minChunkBytes = c / 16 % 3 + 1;
     Carry carry;
     const int calls = (int)uniform(rng, 1, 3);
     for (int k = 0; k < calls; ++k) {

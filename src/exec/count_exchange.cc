@@ -252,7 +252,7 @@ void CountExchange::railPhase2(uint64_t seq, const Mine& mine, Result& out, Verd
     for (int j = 0; j < L_; ++j)
       if (j != local_) total += in.relayIn[((size_t)w.k * W_ + w.m) * L_ + j];
     Rail2 h{seq, roundMaxHere_, step, step - roundStart, mine.header.remote, mine.offset[w.rank]};
-    step += plan::chunkCount(total, options_.slotBytes);
+    step += plan::chunkCount(total, options_);
     memcpy(msg.data(), &h, sizeof(h));
     memcpy(msg.data() + sizeof(h), &known, sizeof(Verdict));
     boot_.send(w.rank, kRail2Tag, msg.data(), msg.size());
@@ -289,22 +289,25 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
   std::vector<int64_t> last(L_, 0);
   if (v.ok()) {
     const std::vector<int> base = plan::roundBases(in.roundChunks, options_);
-    const uint64_t slot = options_.slotBytes;
     uint64_t pos = 0;
     for (const Writer& w : writers_) {
       if (w.m == 0) pos = base[w.k];
       const uint64_t* row = &in.relayIn[((size_t)w.k * W_ + w.m) * L_];
+      uint64_t total = 0;  // the writer's payload at this relay, which sets its chunk size
+      for (int j = 0; j < L_; ++j) total += j == local_ ? 0 : row[j];
+      const uint64_t chunk = plan::chunkBytes(total, options_);
       uint64_t start = 0;
       for (int j = 0; j < L_; ++j) {
         const uint64_t len = j == local_ ? 0 : row[j];
-        for (uint64_t c = start / slot; len > 0 && c * slot < start + len; ++c) {
-          const uint64_t lo = std::max(start, c * slot), hi = std::min(start + len, (c + 1) * slot);
+        for (uint64_t c = start / chunk; len > 0 && c * chunk < start + len; ++c) {
+          const uint64_t lo = std::max(start, c * chunk);
+          const uint64_t hi = std::min(start + len, (c + 1) * chunk);
           fwd[j] += plan::pieceCount(hi - lo, options_.maxPutBytes);
           last[j] = std::max<int64_t>(last[j], (int64_t)(pos + c + 1));
         }
         start += len;
       }
-      pos += plan::chunkCount(start, slot);
+      pos += plan::chunkCount(total, options_);
     }
   }
   std::vector<char> rec(sizeof(Verdict) + 16 * (size_t)L_);
@@ -341,7 +344,7 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
     uint64_t total = 0;
     for (int j = 0; j < topo_.nodeSize(b); ++j)
       if (j != skip) total += mine.send[topo_.rankAt(b, j)];
-    myChunks_[k] = plan::chunkCount(total, options_.slotBytes);
+    myChunks_[k] = plan::chunkCount(total, options_);
   }
   Verdict v;
   if (mine.header.rejected) v.reject(rank_);

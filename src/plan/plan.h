@@ -83,6 +83,15 @@ struct Options {
   // at slots, at least 2. It also caps roundsPerBatch at window / 2 (planner.cc). Default 2:
   // in rmacc-sim, uniform 256 MiB per rank on 16 x 8 GPUs 0.59 -> 0.88 of the bound.
   int creditWindow = 2;
+  // Smaller chunks for large rounds (RESULTS §7.2 proposal 2). A relay forwards a chunk only once
+  // all of it has landed, so a writer's round payload that fits one slot is one chunk, and the
+  // wire and the forwards of that round take turns. Cutting each payload into at least this many
+  // chunks lets the forwards of chunk c overlap the wire of chunk c+1. A chunk still fills at
+  // most one slot, and is not cut below minChunkBytes (small rounds stay whole: per-op costs
+  // would eat the overlap); it is a multiple of minChunkBytes (so that power-of-two blocks are
+  // not cut, plan_build.cc). 0 or 1: chunks of one slot. chunkBytes() (plan_build.h) applies it.
+  int minChunksPerRound = 0;
+  uint64_t minChunkBytes = 1ull << 20;
 };
 
 // Rounds per batch that `options` allows: roundsPerBatch capped at creditWindow(options) / 2,

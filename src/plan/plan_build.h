@@ -55,7 +55,16 @@ void forEachPiece(uint64_t len, uint64_t maxPut, F&& f) {
   for (uint64_t off = 0; off < len; off += maxPut) f(off, std::min(maxPut, len - off));
 }
 inline uint64_t pieceCount(uint64_t len, uint64_t maxPut) { return (len + maxPut - 1) / maxPut; }
-inline uint64_t chunkCount(uint64_t len, uint64_t slot) { return (len + slot - 1) / slot; }
+// Bytes per relay chunk of one writer's round payload of `total` bytes (its bytes for one relay
+// in one node round): a slot, or less to make Options::minChunksPerRound chunks of at least
+// minChunkBytes. A function of the total alone, so the global planner, the per-rank planner,
+// the count exchange and the verifier, which all see the total, cut a payload the same way.
+uint64_t chunkBytes(uint64_t total, const Options& options);
+// Relay chunks (relay steps) of such a payload: chunk c is [c * chunkBytes, (c+1) * chunkBytes).
+inline uint64_t chunkCount(uint64_t total, const Options& options) {
+  const uint64_t chunk = chunkBytes(total, options);
+  return (total + chunk - 1) / chunk;
+}
 
 // Orders one rank's drafts by key (stable) and remaps deps to the new indices. `rank` is for
 // error messages only.

@@ -189,7 +189,7 @@ void Planner::layoutRounds() {
   for (int k = 1; k < topo_.nNodes(); ++k) {
     for (int r = 0; r < n_; ++r) {
       uint64_t total = 0;
-      for (const Payload& p : payloadsOf(r, k)) total += chunkCount(p.total, opt_.slotBytes);
+      for (const Payload& p : payloadsOf(r, k)) total += chunkCount(p.total, opt_);
       chunks[k] = std::max(chunks[k], total);
     }
   }
@@ -199,17 +199,17 @@ void Planner::layoutRounds() {
 void Planner::addRelay(int relay, int k) {
   int pos = roundBase_[k];
   for (const Payload& p : payloadsOf(relay, k)) {
-    const uint64_t chunks = chunkCount(p.total, opt_.slotBytes);
+    const uint64_t chunks = chunkCount(p.total, opt_);
     for (uint64_t c = 0; c < chunks; ++c) addChunk(relay, p, c, pos++);
   }
 }
 
-// One relay step: the writer's puts of payload [c*slot, ...) into slot t mod S of the relay,
+// One relay step: the writer's puts of payload [c*chunk, ...) into slot t mod S of the relay,
 // the relay's wait for them, and its forwards to the final receive blocks.
 void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
-  const uint64_t slot = opt_.slotBytes, t = steps_[relay]++;
-  const uint64_t lo = c * slot, hi = std::min(p.total, lo + slot);
-  const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
+  const uint64_t chunk = chunkBytes(p.total, opt_), t = steps_[relay]++;
+  const uint64_t lo = c * chunk, hi = std::min(p.total, lo + chunk);
+  const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
   const int w = p.writer;
   // Slot reuse: step t overwrites step t-S, so the writer waits for the relay's credit; with
   // pacing it waits for step t-W's (W <= S), which also says step t-S is forwarded.

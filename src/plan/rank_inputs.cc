@@ -12,14 +12,15 @@ namespace rmacc::plan {
 MatrixInputs::MatrixInputs(const Topology& topo, const std::vector<uint64_t>& bytes,
                            const Options& options, const Carry& before)
     : topo_(topo), bytes_(bytes), options_(options), n_(topo.nRanks()), nNodes_(topo.nNodes()),
-      chunks_((size_t)n_ * nNodes_, 0), roundChunks_(nNodes_, 0) {
+      totals_((size_t)n_ * nNodes_, 0), chunks_((size_t)n_ * nNodes_, 0),
+      roundChunks_(nNodes_, 0) {
   RMACC_ARG_CHECK(bytes.size() == (size_t)n_ * n_, "byte matrix has %zu entries, expected %d x %d",
                   bytes.size(), n_, n_);
   before_.relaySteps = before.relaySteps.empty() ? std::vector<uint64_t>(n_, 0) : before.relaySteps;
   RMACC_ARG_CHECK(before_.relaySteps.size() == (size_t)n_, "carry has %zu relay counters, expected %d",
                   before_.relaySteps.size(), n_);
   after_ = before_;
-  // chunks_: each writer's relay payload to each other node, in slots.
+  // totals_, chunks_: each writer's relay payload to each other node, in bytes and in chunks.
   for (int w = 0; w < n_; ++w) {
     const int a = topo.nodeOf(w);
     for (int k = 1; k < nNodes_; ++k) {
@@ -27,7 +28,8 @@ MatrixInputs::MatrixInputs(const Topology& topo, const std::vector<uint64_t>& by
       uint64_t total = 0;
       for (int j = 0; j < topo.nodeSize(b); ++j)
         if (j != skip) total += count(w, topo.rankAt(b, j));
-      const uint64_t c = chunkCount(total, options.slotBytes);
+      const uint64_t c = chunkCount(total, options);
+      totals_[(size_t)w * nNodes_ + b] = total;
       chunks_[(size_t)w * nNodes_ + b] = c;
       after_.relaySteps[topo.railPeer(w, b)] += c;
     }
@@ -78,10 +80,9 @@ RankInputs MatrixInputs::of(int rank) const {
   in.roundChunks = roundChunks_;
   in.relayStepsBefore = before_.relaySteps[rank];
   // What each local relay j forwards here: this rank's block of each of its payloads, cut at
-  // slot boundaries (chunks) and at maxPutBytes (pieces).
+  // chunk boundaries (chunkBytes of that payload) and at maxPutBytes (pieces).
   in.forwardSignals.assign(L, 0);
   in.forwardLastBatch.assign(L, 0);
-  const uint64_t slot = options_.slotBytes;
   for (int j = 0; j < L; ++j) {
     if (j == i) continue;
     for (int k = 1; k < nNodes_; ++k) {
@@ -90,11 +91,13 @@ RankInputs MatrixInputs::of(int rank) const {
       for (int wi = j; wi < t.nodeSize(from); wi += L) {
         const int w = t.rankAt(from, wi);
         const uint64_t len = count(w, rank);
+        const uint64_t chunk = chunkBytes(totals_[(size_t)w * nNodes_ + node], options_);
         uint64_t start = 0;
         for (int m = 0; m < i && len > 0; ++m)
           if (m != j) start += count(w, t.rankAt(node, m));
-        for (uint64_t c = start / slot; len > 0 && c * slot < start + len; ++c) {
-          const uint64_t lo = std::max(start, c * slot), hi = std::min(start + len, (c + 1) * slot);
+        for (uint64_t c = start / chunk; len > 0 && c * chunk < start + len; ++c) {
+          const uint64_t lo = std::max(start, c * chunk);
+          const uint64_t hi = std::min(start + len, (c + 1) * chunk);
           in.forwardSignals[j] += pieceCount(hi - lo, options_.maxPutBytes);
           in.forwardLastBatch[j] = std::max(in.forwardLastBatch[j], (int)(pos + c + 1));
         }

@@ -199,11 +199,11 @@ void RankPlanner::addWriterChunks(int k) {
   uint64_t total;
   const std::vector<Block>& blocks = payload(k, -1, &total);
   const int relay = topo_.railPeer(me_, topo_.sendNode(node_, k));
-  const uint64_t slot = opt_.slotBytes, chunks = chunkCount(total, slot);
+  const uint64_t chunk = chunkBytes(total, opt_), chunks = chunkCount(total, opt_);
   for (uint64_t c = 0; c < chunks; ++c) {
     const int pos = roundBase_[k] + (int)(in_.writerOffset[k] + c);
-    const uint64_t t = in_.writerStep[k] + c, lo = c * slot, hi = std::min(total, lo + slot);
-    const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
+    const uint64_t t = in_.writerStep[k] + c, lo = c * chunk, hi = std::min(total, lo + chunk);
+    const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
     int credit = -1;
     if (t >= (uint64_t)creditWindow(opt_))
       credit = add(waitOp(Lane::kProxyWait, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
@@ -230,10 +230,10 @@ void RankPlanner::addRelayWriter(int k, int m, int& pos) {
   uint64_t total;
   const std::vector<Block>& blocks = payload(k, m, &total);
   const int w = topo_.rankAt(topo_.recvNode(node_, k), writerLocal(k, m));
-  const uint64_t slot = opt_.slotBytes, chunks = chunkCount(total, slot);
+  const uint64_t chunk = chunkBytes(total, opt_), chunks = chunkCount(total, opt_);
   for (uint64_t c = 0; c < chunks; ++c, ++pos) {
-    const uint64_t t = step_++, lo = c * slot, hi = std::min(total, lo + slot);
-    const uint64_t slotOff = (t % (uint64_t)opt_.slots) * slot;
+    const uint64_t t = step_++, lo = c * chunk, hi = std::min(total, lo + chunk);
+    const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
     uint64_t pieces = 0;
     for (const Block& b : blocks) {
       const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);

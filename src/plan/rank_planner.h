@@ -89,6 +89,7 @@ class MatrixInputs {
   const std::vector<uint64_t>& bytes_;
   const Options options_;
   const int n_, nNodes_;
+  std::vector<uint64_t> totals_;     // [writer * nNodes + node]: relay payload bytes writer -> node
   std::vector<uint64_t> chunks_;     // [writer * nNodes + node]: relay chunks writer -> node
   std::vector<uint64_t> roundChunks_;
   std::vector<int> roundBase_;

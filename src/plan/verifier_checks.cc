@@ -2,6 +2,7 @@
 #include <cstdarg>
 
 #include "core/error.h"
+#include "plan/plan_build.h"
 #include "plan/plan_internal.h"
 #include "plan/verifier_internal.h"
 
@@ -23,11 +24,11 @@ std::vector<uint64_t> relayStepsBefore(const Plan& plan) {
 
 // Recomputes DESIGN.md §2's relay layout from the count matrix: round k, relay r, writers
 // w = (node r - delta_k, local rank l) with l mod (size of r's node) = rail of r, in order; w's blocks for r's node-mates back to back in local-rank
-// order, empty ones skipped; ceil(total / slotBytes) steps numbered on from Plan::before.
+// order, empty ones skipped; ceil(total / chunkBytes(total)) steps numbered on from Plan::before.
 RelayOracle::RelayOracle(const Plan& plan)
     : n_(plan.topo.nRanks()), slotBytes_(plan.options.slotBytes),
       slots_((uint64_t)plan.options.slots), relay_((size_t)n_ * n_, -1),
-      firstStep_((size_t)n_ * n_, 0), start_((size_t)n_ * n_, 0),
+      firstStep_((size_t)n_ * n_, 0), start_((size_t)n_ * n_, 0), chunk_((size_t)n_ * n_, 1),
       after_(relayStepsBefore(plan)) {
   const Topology& t = plan.topo;
   if (plan.bytes.size() != (size_t)n_ * n_ || after_.size() != (size_t)n_ || slotBytes_ == 0) {
@@ -50,7 +51,12 @@ RelayOracle::RelayOracle(const Plan& plan)
           start_[key(w, d)] = pos;
           pos += len;
         }
-        after_[r] += (pos + slotBytes_ - 1) / slotBytes_;
+        const uint64_t chunk = chunkBytes(pos, plan.options);
+        for (int j = 0; j < L; ++j) {
+          const int d = t.rankAt(node, j);
+          if (relay_[key(w, d)] == r) chunk_[key(w, d)] = chunk;
+        }
+        after_[r] += (pos + chunk - 1) / chunk;
       }
     }
   }

@@ -19,7 +19,8 @@ struct Violation {
 // Where every relayed byte of one call belongs, derived from the counts alone (independently of
 // the planner's op lists). A pair (origin w, dest d) on different nodes and rails travels through
 // relay r = (node of d, rail of w); within r's round payload from w it starts at `start`, and
-// that payload's first chunk is global relay step `firstStep` of r.
+// that payload's first chunk is global relay step `firstStep` of r, and its chunks are
+// chunkBytes(payload total) long (plan_build.h: the rule is the options', not the planner's).
 class RelayOracle {
  public:
   explicit RelayOracle(const Plan& plan);
@@ -27,12 +28,13 @@ class RelayOracle {
   int relayOf(int origin, int dest) const { return relay_[key(origin, dest)]; }
   // Relay step of byte `offset` of the block origin -> dest.
   uint64_t stepOf(int origin, int dest, uint64_t offset) const {
-    return firstStep_[key(origin, dest)] + (start_[key(origin, dest)] + offset) / slotBytes_;
+    const size_t at = key(origin, dest);
+    return firstStep_[at] + (start_[at] + offset) / chunk_[at];
   }
   // Where that byte must sit in the relay buffer: slot step mod S, same place in the chunk.
   uint64_t relayOffsetOf(int origin, int dest, uint64_t offset) const {
     const uint64_t pos = start_[key(origin, dest)] + offset;
-    return (stepOf(origin, dest, offset) % slots_) * slotBytes_ + pos % slotBytes_;
+    return (stepOf(origin, dest, offset) % slots_) * slotBytes_ + pos % chunk_[key(origin, dest)];
   }
   // The relay steps per relay rank after this call (Plan::after must equal it).
   const std::vector<uint64_t>& after() const { return after_; }
@@ -46,6 +48,7 @@ class RelayOracle {
   std::vector<int> relay_;
   std::vector<uint64_t> firstStep_;
   std::vector<uint64_t> start_;
+  std::vector<uint64_t> chunk_;  // chunk size of the payload the block belongs to
   std::vector<uint64_t> after_;
 };
 

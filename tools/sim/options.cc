@@ -26,6 +26,8 @@ const char* kUsage =
     "               --node-limit M --skew S\n"
     "planner:  --relay-bytes SIZE  --relay-slots S  --max-put SIZE  --credit-window W\n"
     "          --rounds-per-batch R   (Options::creditWindow, ::roundsPerBatch; 0: default)\n"
+    "          --min-chunks C  --min-chunk-bytes SIZE   (Options::minChunksPerRound,\n"
+    "          ::minChunkBytes: cut each relay payload into >= C chunks of >= SIZE; 0: off)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -105,6 +107,9 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--max-put", [&](auto& k, auto v) { o.planner.maxPutBytes = size(k, v); }},
       {"--credit-window",
        [&](auto& k, auto v) { o.planner.creditWindow = integer(k, v, 0, 1024); }},
+      {"--min-chunks",
+       [&](auto& k, auto v) { o.planner.minChunksPerRound = integer(k, v, 0, 1024); }},
+      {"--min-chunk-bytes", [&](auto& k, auto v) { o.planner.minChunkBytes = size(k, v); }},
       {"--rounds-per-batch",
        [&](auto& k, auto v) { o.planner.roundsPerBatch = integer(k, v, 0, 1024); }},
       {"--trace", [&](auto&, auto v) { o.tracePath = v; }},
