@@ -1,8 +1,8 @@
-// AlltoAllV and AlltoAll (DESIGN.md §2): the call enqueues and returns without waiting for
-// late peers; the communicator's progress thread exchanges the counts, checks them, plans
-// (cached by shape) and hands the plan to the executor, and the call returns once it has (or
-// after RMACC_ENQUEUE_WAIT_MS when a peer is late). The user's stream waits, on the device, for a done flag
-// that the executor's join stream writes.
+// AlltoAllV and AlltoAll (DESIGN.md §2): the communicator's progress thread exchanges the
+// counts, checks them, plans (cached by shape) and hands the plan to the executor; the call
+// returns once it has, or after RMACC_ENQUEUE_WAIT_MS when a peer is late (never waiting for
+// peers longer). The user's stream waits, on the device, for a done flag that the executor's
+// join stream writes.
 #pragma once
 
 #include <condition_variable>

@@ -299,12 +299,9 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
       uint64_t start = 0;
       for (int j = 0; j < L_; ++j) {
         const uint64_t len = j == local_ ? 0 : row[j];
-        for (uint64_t c = start / chunk; len > 0 && c * chunk < start + len; ++c) {
-          const uint64_t lo = std::max(start, c * chunk);
-          const uint64_t hi = std::min(start + len, (c + 1) * chunk);
-          fwd[j] += plan::pieceCount(hi - lo, options_.maxPutBytes);
-          last[j] = std::max<int64_t>(last[j], (int64_t)(pos + c + 1));
-        }
+        const plan::BlockForwards f = plan::blockForwards(start, len, chunk, options_.maxPutBytes);
+        fwd[j] += f.pieces;
+        if (f.pieces) last[j] = std::max<int64_t>(last[j], (int64_t)(pos + f.endChunk));
         start += len;
       }
       pos += plan::chunkCount(total, options_);

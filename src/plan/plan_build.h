@@ -65,6 +65,23 @@ inline uint64_t chunkCount(uint64_t total, const Options& options) {
   const uint64_t chunk = chunkBytes(total, options);
   return (total + chunk - 1) / chunk;
 }
+// The relay's forwards of one block at [start, start + len) of a payload cut into chunks of
+// `chunk` bytes, each part cut again at maxPut: how many (a signal each), and one past the last
+// chunk the block touches (0 for an empty block). The count exchange and MatrixInputs both
+// derive a receiver's forward signals from it.
+struct BlockForwards {
+  uint64_t pieces = 0;
+  uint64_t endChunk = 0;
+};
+inline BlockForwards blockForwards(uint64_t start, uint64_t len, uint64_t chunk, uint64_t maxPut) {
+  BlockForwards f;
+  for (uint64_t c = start / chunk; len > 0 && c * chunk < start + len; ++c) {
+    const uint64_t lo = std::max(start, c * chunk), hi = std::min(start + len, (c + 1) * chunk);
+    f.pieces += pieceCount(hi - lo, maxPut);
+    f.endChunk = c + 1;
+  }
+  return f;
+}
 
 // Orders one rank's drafts by key (stable) and remaps deps to the new indices. `rank` is for
 // error messages only.

@@ -12,15 +12,14 @@ namespace rmacc::plan {
 MatrixInputs::MatrixInputs(const Topology& topo, const std::vector<uint64_t>& bytes,
                            const Options& options, const Carry& before)
     : topo_(topo), bytes_(bytes), options_(options), n_(topo.nRanks()), nNodes_(topo.nNodes()),
-      totals_((size_t)n_ * nNodes_, 0), chunks_((size_t)n_ * nNodes_, 0),
-      roundChunks_(nNodes_, 0) {
+      totals_((size_t)n_ * nNodes_, 0), roundChunks_(nNodes_, 0) {
   RMACC_ARG_CHECK(bytes.size() == (size_t)n_ * n_, "byte matrix has %zu entries, expected %d x %d",
                   bytes.size(), n_, n_);
   before_.relaySteps = before.relaySteps.empty() ? std::vector<uint64_t>(n_, 0) : before.relaySteps;
   RMACC_ARG_CHECK(before_.relaySteps.size() == (size_t)n_, "carry has %zu relay counters, expected %d",
                   before_.relaySteps.size(), n_);
   after_ = before_;
-  // totals_, chunks_: each writer's relay payload to each other node, in bytes and in chunks.
+  // totals_: each writer's relay payload to each other node, in bytes.
   for (int w = 0; w < n_; ++w) {
     const int a = topo.nodeOf(w);
     for (int k = 1; k < nNodes_; ++k) {
@@ -30,7 +29,6 @@ MatrixInputs::MatrixInputs(const Topology& topo, const std::vector<uint64_t>& by
         if (j != skip) total += count(w, topo.rankAt(b, j));
       const uint64_t c = chunkCount(total, options);
       totals_[(size_t)w * nNodes_ + b] = total;
-      chunks_[(size_t)w * nNodes_ + b] = c;
       after_.relaySteps[topo.railPeer(w, b)] += c;
     }
   }
@@ -48,6 +46,10 @@ uint64_t MatrixInputs::chunksAt(int relay, int k, int below) const {
   for (int wi = t.localRankOf(relay); wi < t.nodeSize(from) && wi < below; wi += L)
     sum += chunksTo(t.rankAt(from, wi), b);
   return sum;
+}
+
+uint64_t MatrixInputs::chunksTo(int writer, int node) const {
+  return chunkCount(totalTo(writer, node), options_);
 }
 
 RankInputs MatrixInputs::of(int rank) const {
@@ -91,16 +93,13 @@ RankInputs MatrixInputs::of(int rank) const {
       for (int wi = j; wi < t.nodeSize(from); wi += L) {
         const int w = t.rankAt(from, wi);
         const uint64_t len = count(w, rank);
-        const uint64_t chunk = chunkBytes(totals_[(size_t)w * nNodes_ + node], options_);
+        const uint64_t chunk = chunkBytes(totalTo(w, node), options_);
         uint64_t start = 0;
         for (int m = 0; m < i && len > 0; ++m)
           if (m != j) start += count(w, t.rankAt(node, m));
-        for (uint64_t c = start / chunk; len > 0 && c * chunk < start + len; ++c) {
-          const uint64_t lo = std::max(start, c * chunk);
-          const uint64_t hi = std::min(start + len, (c + 1) * chunk);
-          in.forwardSignals[j] += pieceCount(hi - lo, options_.maxPutBytes);
-          in.forwardLastBatch[j] = std::max(in.forwardLastBatch[j], (int)(pos + c + 1));
-        }
+        const BlockForwards f = blockForwards(start, len, chunk, options_.maxPutBytes);
+        in.forwardSignals[j] += f.pieces;
+        if (f.pieces) in.forwardLastBatch[j] = std::max(in.forwardLastBatch[j], (int)(pos + f.endChunk));
         pos += chunksTo(w, node);
       }
     }

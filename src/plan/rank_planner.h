@@ -79,7 +79,8 @@ class MatrixInputs {
   const std::vector<uint64_t>& roundChunks() const { return roundChunks_; }
 
  private:
-  uint64_t chunksTo(int writer, int node) const { return chunks_[(size_t)writer * nNodes_ + node]; }
+  uint64_t totalTo(int writer, int node) const { return totals_[(size_t)writer * nNodes_ + node]; }
+  uint64_t chunksTo(int writer, int node) const;
   // Relay steps the writers on `relay`'s rail of round k's sending node take there, for those
   // with a local rank below `below` (all with INT_MAX).
   uint64_t chunksAt(int relay, int k, int below) const;
@@ -90,7 +91,6 @@ class MatrixInputs {
   const Options options_;
   const int n_, nNodes_;
   std::vector<uint64_t> totals_;     // [writer * nNodes + node]: relay payload bytes writer -> node
-  std::vector<uint64_t> chunks_;     // [writer * nNodes + node]: relay chunks writer -> node
   std::vector<uint64_t> roundChunks_;
   std::vector<int> roundBase_;
   Carry before_, after_;

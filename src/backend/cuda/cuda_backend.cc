@@ -35,6 +35,21 @@ int deviceAttribute(CUdevice dev, CUdevice_attribute attr) {
   return v;
 }
 
+// A kernel's first launch under lazy loading waits for the whole context to go idle, and work
+// enqueued meanwhile waits for the load (bench/RESULTS.md §13.1): a call whose work is still to
+// be enqueued when its caller launches a new kernel (a peer later than RMACC_ENQUEUE_WAIT_MS,
+// or counts on the device) deadlocks. Said once per process.
+void warnIfLazyLoading() {
+  static std::once_flag once;
+  CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
+  if (driver().cuModuleGetLoadingMode(&mode) != CUDA_SUCCESS || mode != CU_MODULE_LAZY_LOADING) return;
+  std::call_once(once, [] {
+    WARN("CUDA loads modules lazily: a kernel launched for the first time while an rmacc call "
+         "still waits for a late peer or for its device counts deadlocks; set "
+         "CUDA_MODULE_LOADING=EAGER before CUDA starts (README, Status)");
+  });
+}
+
 }  // namespace
 
 // Thread-safe: every method may be called from any thread; each call makes the backend's
@@ -63,7 +78,6 @@ class CudaBackend : public Backend {
   std::unique_ptr<Stream> createStream() override;
   std::unique_ptr<Stream> createUserStream() override;
   Stream* userStream(rmaccStream_t stream) override;
-  static void warnIfLazyLoading();
   std::unique_ptr<Event> createEvent() override { return std::make_unique<CudaEvent>(state_); }
   bool isHostMemory(const void* ptr) const override;
   // Measured on H200s, driver 580: every same-GPU device-to-device copy is an SM kernel.
@@ -141,21 +155,6 @@ CudaBackend::CudaBackend(double timeoutS)
   INFO(kSubsysInit, "cuda backend on device %d, stream timeout %.1f s, flush %d, rdma vmm %d",
        device, timeoutS, (int)state_->canFlushRemoteWrites, (int)state_->rdmaCapableVmm);
   warnIfLazyLoading();
-}
-
-// A kernel's first launch under lazy loading waits for the whole context to go idle, and work
-// enqueued meanwhile waits for the load (bench/RESULTS.md §13.1): a call whose work is still to
-// be enqueued when its caller launches a new kernel (a peer later than RMACC_ENQUEUE_WAIT_MS,
-// or counts on the device) deadlocks. Said once per process.
-void CudaBackend::warnIfLazyLoading() {
-  static std::once_flag once;
-  CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
-  if (driver().cuModuleGetLoadingMode(&mode) != CUDA_SUCCESS || mode != CU_MODULE_LAZY_LOADING) return;
-  std::call_once(once, [] {
-    WARN("CUDA loads modules lazily: a kernel launched for the first time while an rmacc call "
-         "still waits for a late peer or for its device counts deadlocks; set "
-         "CUDA_MODULE_LOADING=EAGER before CUDA starts (README, Status)");
-  });
 }
 
 // Non-blocking: no implicit synchronisation with the legacy stream the user may use.
