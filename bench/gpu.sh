@@ -19,7 +19,10 @@
 #   loop       same-device copies (issue 11): rmacc-loopbench (the LocalCopier, direct against
 #              the copy-engine loop, alone and beside the GEMM loop, 1-256 MiB), then AlltoAll
 #              64K..1G with RMACC_LOCAL_COPY=direct and =engines
-# and, only when named: sanitizer serial random trace relay proxy gdr cost2
+#   graph      CUDA graph replays (rmacc-perf --graph) against the same calls uncaptured, same
+#              run: AlltoAll and AlltoAllV with device counts, 1 node, 1K..64M (issue 13)
+# and, only when named: sanitizer capsan serial random trace relay proxy gdr cost2
+# (capsan: compute-sanitizer memcheck over the CUDA graph tests, 1 x 2 on one GPU)
 # ("all": everything).
 # MAXSIZE caps the alltoall sweeps (default 4G). BUDGET_S (default 540): steps not yet started
 # when the script has run that long are skipped, so the logs and the summary still come back
@@ -27,9 +30,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
-DEFAULT_STEPS="tests perf ncclapi peer overlap zipf cost dyncounts proxycpu loop"
+DEFAULT_STEPS="tests perf ncclapi peer overlap zipf cost dyncounts proxycpu loop graph"
 STEPS=${STEPS:-$DEFAULT_STEPS}
-[[ $STEPS == all ]] && STEPS="sanitizer $DEFAULT_STEPS serial random trace relay proxy gdr cost2"
+[[ $STEPS == all ]] && STEPS="sanitizer capsan $DEFAULT_STEPS serial random trace relay proxy gdr cost2"
 MAXSIZE=${MAXSIZE:-4G}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -111,6 +114,14 @@ if has sanitizer; then
   RMACC_DEBUG=INFO run_ranks "$OUT/sanitizer-putsignal.log" 2 2 190 compute-sanitizer --tool memcheck \
     --error-exitcode 9 build-gpu/tools/rmacc-perf putsignal -b 8 -e 16M -f 16 -n 3 -w 1
   echo "compute-sanitizer memcheck, putsignal 2 nodes: exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-putsignal.log" | head -2
+fi
+
+# The captured-call tests under memcheck (two ranks; sharing one GPU without MPS, which the
+# sanitizer does not support, they time-slice).
+if has capsan; then
+  compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_alltoallv_test \
+    --gtest_filter='Shapes/GpuCapture.*/1x2:GpuCaptureMixed.*' > "$OUT/sanitizer-capture.log" 2>&1
+  echo "compute-sanitizer memcheck, CUDA graph tests: exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer-capture.log" | head -6
 fi
 
 # MPS only while ranks share a GPU: without it their contexts time-slice (a put+signal
@@ -247,6 +258,13 @@ if has loop; then  # one rank per GPU, without MPS: the production shape
   done
   RMACC_LOCAL_COPY=engines RMACC_LOCAL_COPY_SLOT=16M perf alltoall-loop-engines-16M "$ngpu" 1 \
     alltoall -b 64K -e 1G -f 4 -n 20 -w 5
+fi
+if has graph; then  # the same calls uncaptured and as graph replays, same run (issue 13)
+  mps_for "$local_ranks"
+  for g in "" --graph; do
+    perf alltoall${g:+-graph} "$local_ranks" 1 alltoall -b 1K -e 64M -f 8 -n 100 -w 10 $g
+    perf counts-device${g:+-graph} "$local_ranks" 1 alltoallv --pattern zipf --counts device -b 1K -e 64M -f 8 -n 100 -w 10 $g
+  done
 fi
 if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
   mps_for 2

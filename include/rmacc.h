@@ -109,8 +109,13 @@ rmaccResult_t rmaccBarrier(rmaccComm_t comm, rmaccStream_t stream);
    before later work on the stream runs. Blocks that would not fit in recvcapacity elements:
    nothing is written past it, every rank's call fails with rmaccInvalidUsage (through
    rmaccCommGetAsyncError / rmaccStreamSynchronize) and recvcounts says what would have arrived.
-   (DESIGN.md 4.1. Not yet capturable in a CUDA graph: like every rmacc call, it fails with
-   rmaccInvalidUsage on a stream under capture.) */
+   (DESIGN.md 4.1.) Capturable in a CUDA graph, as rmaccAlltoAll and rmaccAlltoAllv are: the
+   graph holds stream memory operations, copies and a host function (no kernel), and each replay
+   reads the counts anew and runs as a new call, numbered when its stream reaches it. While a
+   graph holding a communicator's calls exists, that communicator's other collective calls on
+   streams are numbered the same way, so replays and uncaptured calls on one stream keep their
+   stream order; every rank must make its calls, replays included, in the same order. Puts,
+   signals, waits and barriers cannot be captured (rmaccInvalidUsage). */
 rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t* sendcounts,
                                     const size_t* sdispls, void* recvbuff, size_t recvcapacity,
                                     size_t* recvcounts, size_t* rdispls,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "rmacc.h"
@@ -14,12 +15,15 @@
 namespace rmacc::test {
 namespace {
 
-RunOptions optionsFor(int nodes, int local) {
+// triggered: every call is triggered by its stream, as calls captured into a CUDA graph are
+// (exec/captured_calls.h): the counts then go into the call's own site.
+RunOptions optionsFor(int nodes, int local, bool triggered = false) {
   RunOptions o;
   o.nodeOf = scatteredNodes(nodes, local);
   o.timeoutS = 240;
   o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
            {"RMACC_TIMEOUT_S", "60"}, {"RMACC_RELAY_BYTES", "64K"}, {"RMACC_RELAY_SLOTS", "2"}};
+  if (triggered) o.env.push_back({"RMACC_STREAM_TRIGGER", "always"});
   return o;
 }
 
@@ -84,12 +88,13 @@ rmaccResult_t dynamicCall(TestComm& comm, int n, int me, const std::vector<size_
   return r;
 }
 
-class Dynamic : public testing::TestWithParam<std::pair<int, int>> {};
+using Shape = std::tuple<int, int, bool /*triggered*/>;
+class Dynamic : public testing::TestWithParam<Shape> {};
 
 TEST_P(Dynamic, CountsFromTheStreamByteExact) {
-  auto [nodes, local] = GetParam();
+  auto [nodes, local, triggered] = GetParam();
   const int n = nodes * local;
-  runRanks(n, optionsFor(nodes, local), [&](const RankContext& ctx) {
+  runRanks(n, optionsFor(nodes, local, triggered), [&](const RankContext& ctx) {
     TestComm comm(ctx);
     int call = 0;
     for (Pattern p : {Pattern::kRandom, Pattern::kZipf, Pattern::kHot, Pattern::kSparse}) {
@@ -105,9 +110,9 @@ TEST_P(Dynamic, CountsFromTheStreamByteExact) {
 // One rank's blocks do not fit: every rank fails with rmaccInvalidUsage, nothing is written,
 // recvcounts says what would have arrived, and the next call works.
 TEST_P(Dynamic, OverflowFailsEveryRankAndWritesNothing) {
-  auto [nodes, local] = GetParam();
+  auto [nodes, local, triggered] = GetParam();
   const int n = nodes * local;
-  runRanks(n, optionsFor(nodes, local), [&](const RankContext& ctx) {
+  runRanks(n, optionsFor(nodes, local, triggered), [&](const RankContext& ctx) {
     TestComm comm(ctx);
     std::vector<size_t> counts(n * n, 50);
     size_t capacity = ctx.rank == 1 ? 50 * n - 1 : 50 * n;  // rank 1 is one element short
@@ -117,9 +122,13 @@ TEST_P(Dynamic, OverflowFailsEveryRankAndWritesNothing) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Dynamic, testing::Values(std::make_pair(1, 4), std::make_pair(2, 2)),
-                         [](const testing::TestParamInfo<std::pair<int, int>>& i) {
-                           return std::to_string(i.param.first) + "x" + std::to_string(i.param.second);
+INSTANTIATE_TEST_SUITE_P(Shapes, Dynamic,
+                         testing::Values(Shape{1, 4, false}, Shape{2, 2, false}, Shape{1, 4, true},
+                                         Shape{2, 2, true}),
+                         [](const testing::TestParamInfo<Shape>& i) {
+                           return std::to_string(std::get<0>(i.param)) + "x" +
+                                  std::to_string(std::get<1>(i.param)) +
+                                  (std::get<2>(i.param) ? "_triggered" : "");
                          });
 
 TEST(DynamicArgs, BadArgumentsAreRefusedAtTheCall) {

@@ -16,6 +16,7 @@
 #include "rmacc.h"
 #include "support/alltoallv_case.h"
 #include "support/multiprocess.h"
+#include "support/test_kernels.h"
 
 namespace rmacc::test {
 namespace {
@@ -381,53 +382,192 @@ TEST(GpuRma, PutSignalWait) {
   }
 }
 
-// Calls made while the stream is captured into a CUDA graph are refused with
-// rmaccInvalidUsage and a message that says so (a captured call would replay its first run's
-// signal values: wrong data or a hang from the second replay on); every rank refuses, nothing
-// is enqueued (the capture ends cleanly), and the next call outside the capture is right.
-TEST(GpuCapture, CallsUnderCaptureAreRefused) {
+// --- CUDA graph capture (exec/captured_calls.h) ---
+
+// No node of `graph` runs on the SMs: rmacc records memory operations, copies and host
+// functions only.
+void expectNoKernelNodes(cudaGraph_t graph) {
+  size_t count = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &count), cudaSuccess);
+  std::vector<cudaGraphNode_t> nodes(count);
+  ASSERT_EQ(cudaGraphGetNodes(graph, nodes.data(), &count), cudaSuccess);
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    ASSERT_EQ(cudaGraphNodeGetType(node, &type), cudaSuccess);
+    EXPECT_NE(type, cudaGraphNodeTypeKernel) << "a captured rmacc call holds a kernel node";
+  }
+  EXPECT_GT(count, 0u);
+}
+
+// rmaccAlltoAllvDynamic captured once (global capture mode, as torch.cuda.graph captures) and
+// replayed 100 times back to back; before each replay a kernel on the stream writes new counts
+// and data, after it the stream copies the outputs to pinned history. Every replay is then
+// checked byte for byte, recvcounts and rdispls too.
+class GpuCapture : public testing::TestWithParam<Shape> {};
+
+TEST_P(GpuCapture, DynamicGraphReplayedHundredTimes) {
+  int nGpu = gpuCount();
+  if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
+  const Shape shape = GetParam();
+  const int n = shape.nodes * shape.local;
+  RunOptions o;
+  o.nodeOf = scatteredNodes(shape.nodes, shape.local);
+  o.timeoutS = 400;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
+           {"RMACC_TIMEOUT_S", "60"}, {"RMACC_RELAY_BYTES", "64K"}, {"RMACC_RELAY_SLOTS", "2"}};
+  runRanks(n, o, [&](const RankContext& ctx) {
+    const int me = ctx.rank;
+    constexpr int kReplays = 100;
+    const size_t cap = 400 * (size_t)n;
+    CUDA_OK(cudaSetDevice(me % nGpu));
+    rmaccComm_t comm = nullptr;
+    RMACC_OK(rmaccCommInitRank(&comm, n, ctx.id, me), nullptr);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    size_t* dcounts;  // sendcounts, sdispls, recvcounts, rdispls
+    int32_t *dsend, *drecv;
+    CUDA_OK(cudaMalloc((void**)&dcounts, 4 * n * sizeof(size_t)));
+    CUDA_OK(cudaMalloc((void**)&dsend, cap * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc((void**)&drecv, cap * sizeof(int32_t)));
+    size_t *sc = dcounts, *sd = dcounts + n, *rc = dcounts + 2 * n, *rd = dcounts + 3 * n;
+    int32_t* hrecv;
+    size_t* hcounts;
+    CUDA_OK(cudaMallocHost((void**)&hrecv, kReplays * cap * sizeof(int32_t)));
+    CUDA_OK(cudaMallocHost((void**)&hcounts, kReplays * 2 * n * sizeof(size_t)));
+
+    cudaGraph_t graph = nullptr;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    rmaccResult_t r = rmaccAlltoAllvDynamic(dsend, sc, sd, drecv, cap, rc, rd, rmaccInt32, comm, stream);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    RMACC_OK(r, comm);
+    expectNoKernelNodes(graph);
+    cudaGraphExec_t exec = nullptr;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int rep = 0; rep < kReplays; ++rep) {
+      CUDA_OK(cudaMemsetAsync(drecv, 0xff, cap * sizeof(int32_t), stream));
+      launchReplayFill(stream, n, me, rep, sc, sd, dsend);
+      CUDA_OK(cudaGraphLaunch(exec, stream));
+      CUDA_OK(cudaMemcpyAsync(hrecv + rep * cap, drecv, cap * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+      CUDA_OK(cudaMemcpyAsync(hcounts + rep * 2 * n, rc, 2 * n * sizeof(size_t), cudaMemcpyDeviceToHost, stream));
+    }
+    RMACC_OK(rmaccStreamSynchronize(comm, stream), comm);
+    for (int rep = 0; rep < kReplays; ++rep) {
+      const size_t* got = hcounts + rep * 2 * n;
+      const int32_t* data = hrecv + rep * cap;
+      size_t at = 0;
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(got[i], replayCount(i, me, rep)) << "replay " << rep << " recvcounts from " << i;
+        ASSERT_EQ(got[n + i], at) << "replay " << rep << " rdispls from " << i;
+        for (size_t k = 0; k < got[i]; ++k)
+          ASSERT_EQ(data[at + k], replayValue(i, me, k, rep)) << "replay " << rep << " from " << i << " element " << k;
+        at += got[i];
+      }
+      for (size_t k = at; k < cap; ++k) ASSERT_EQ(data[k], -1) << "replay " << rep << ": written past the blocks";
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    cudaFreeHost(hrecv);
+    cudaFreeHost(hcounts);
+    cudaFree(dcounts);
+    cudaFree(dsend);
+    cudaFree(drecv);
+    cudaStreamDestroy(stream);
+    RMACC_OK(rmaccCommDestroy(comm), nullptr);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuCapture, testing::Values(Shape{1, 2}, Shape{2, 1}, Shape{2, 2}),
+                         [](const testing::TestParamInfo<Shape>& i) {
+                           return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.local);
+                         });
+
+// rmaccAlltoAll captured (fixed counts, data a kernel writes before each replay), replays
+// interleaved with uncaptured calls on the same stream (numbered in stream order while the graph
+// exists), a captured call with a bad argument (refused at capture, on that rank only: the
+// other rank's replay then fails, and nothing is written), and puts refused under capture.
+TEST(GpuCaptureMixed, ReplaysBesideUncapturedCallsAndRefusals) {
   int nGpu = gpuCount();
   if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
   RunOptions o;
   o.nodeOf = blockNodes(1, 2);
+  o.timeoutS = 300;
+  o.env = {{"RMACC_TIMEOUT_S", "60"}};
   runRanks(2, o, [&](const RankContext& ctx) {
-    CUDA_OK(cudaSetDevice(ctx.rank % nGpu));
+    const int n = 2, me = ctx.rank;
+    CUDA_OK(cudaSetDevice(me % nGpu));
     rmaccComm_t comm = nullptr;
-    RMACC_OK(rmaccCommInitRank(&comm, 2, ctx.id, ctx.rank), nullptr);
+    RMACC_OK(rmaccCommInitRank(&comm, n, ctx.id, me), nullptr);
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    const size_t count = 1024;
-    void* mem = nullptr;
-    CUDA_OK(cudaMalloc(&mem, 2 * 2 * count * sizeof(int)));
-    int* buf = static_cast<int*>(mem);
-    int* send = buf;
-    int* recv = buf + 2 * count;
-    std::vector<int> h(2 * count);
-    for (size_t i = 0; i < h.size(); ++i) h[i] = ctx.rank * 1000000 + (int)i;
-    CUDA_OK(cudaMemcpy(send, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+    constexpr size_t kCount = 400;  // replayCount's largest block
+    size_t* dcounts;
+    int32_t *dsend, *drecv, *dsend2, *drecv2;
+    CUDA_OK(cudaMalloc((void**)&dcounts, 2 * n * sizeof(size_t)));
+    CUDA_OK(cudaMalloc((void**)&dsend, n * kCount * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc((void**)&drecv, n * kCount * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc((void**)&dsend2, n * kCount * sizeof(int32_t)));
+    CUDA_OK(cudaMalloc((void**)&drecv2, n * kCount * sizeof(int32_t)));
+    // Put/signal under capture: refused, and the capture survives the refusal.
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    rmaccResult_t r = rmaccAlltoAll(send, recv, count, rmaccInt32, comm, stream);
-    std::string why = rmaccGetLastError(comm);
-    EXPECT_EQ(r, rmaccInvalidUsage) << why;
-    EXPECT_NE(why.find("captured"), std::string::npos) << why;
-    // The refusal leaves the user's capture intact.
+    EXPECT_EQ(rmaccSignal(1 - me, 0, 0, 0, comm, stream), rmaccInvalidUsage);
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     CUDA_OK(cudaStreamIsCapturing(stream, &status));
     EXPECT_EQ(status, cudaStreamCaptureStatusActive) << "the refused call invalidated the capture";
+    // The AlltoAll: block j of dsend goes to rank j. Its replays read what the kernel wrote.
+    RMACC_OK(rmaccAlltoAll(dsend, drecv, kCount, rmaccInt32, comm, stream), comm);
     cudaGraph_t graph = nullptr;
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
-    size_t nodes = 1;
-    CUDA_OK(cudaGraphGetNodes(graph, nullptr, &nodes));
-    EXPECT_EQ(nodes, 0u) << "the refused call enqueued work into the graph";
+    expectNoKernelNodes(graph);
+    cudaGraphExec_t exec = nullptr;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    std::vector<int32_t> host(n * kCount), host2(n * kCount);
+    for (int rep = 0; rep < 30; ++rep) {
+      // Fills block j with replayValue(me, j, k, rep) for k below replayCount(me, j, rep): the
+      // AlltoAll moves whole kCount blocks, so only that prefix is compared.
+      for (int j = 0; j < n; ++j)
+        launchReplayFill(stream, 1, me, rep, dcounts, dcounts + n, dsend + j * kCount);
+      CUDA_OK(cudaGraphLaunch(exec, stream));
+      // An uncaptured call right behind the replay, on the same stream.
+      std::vector<int32_t> h2(n * kCount);
+      for (size_t k = 0; k < h2.size(); ++k) h2[k] = me * 777777 + rep * 1000 + (int)k;
+      CUDA_OK(cudaMemcpyAsync(dsend2, h2.data(), h2.size() * 4, cudaMemcpyHostToDevice, stream));
+      RMACC_OK(rmaccAlltoAll(dsend2, drecv2, kCount, rmaccInt32, comm, stream), comm);
+      RMACC_OK(rmaccStreamSynchronize(comm, stream), comm);
+      CUDA_OK(cudaMemcpy(host.data(), drecv, host.size() * 4, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(host2.data(), drecv2, host2.size() * 4, cudaMemcpyDeviceToHost));
+      for (int i = 0; i < n; ++i) {
+        // Rank i's kernel wrote its block for `me` as destination 0 of a 1-rank fill.
+        for (size_t k = 0; k < replayCount(i, 0, rep); ++k)
+          ASSERT_EQ(host[i * kCount + k], replayValue(i, 0, k, rep)) << "replay " << rep << " from " << i;
+        for (size_t k = 0; k < kCount; ++k)
+          ASSERT_EQ(host2[i * kCount + k], i * 777777 + rep * 1000 + (int)(me * kCount + k))
+              << "uncaptured call after replay " << rep << " from " << i;
+      }
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(graph));
-    RMACC_OK(rmaccAlltoAll(send, recv, count, rmaccInt32, comm, stream), comm);
+
+    // A bad argument on rank 0 at capture: rank 0's call says so; rank 1's replay fails with
+    // rmaccInvalidUsage and writes nothing; rank 0's replay releases its stream.
+    std::vector<int32_t> poison(n * kCount, -5);
+    CUDA_OK(cudaMemcpy(drecv, poison.data(), poison.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    rmaccResult_t r = rmaccAlltoAll(me == 0 ? nullptr : dsend, drecv, kCount, rmaccInt32, comm, stream);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    EXPECT_EQ(r, me == 0 ? rmaccInvalidArgument : rmaccSuccess) << rmaccGetLastError(comm);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    r = rmaccStreamSynchronize(comm, stream);
+    if (me == 1) EXPECT_EQ(r, rmaccInvalidUsage) << rmaccGetLastError(comm);
+    CUDA_OK(cudaMemcpy(host.data(), drecv, host.size() * 4, cudaMemcpyDeviceToHost));
+    for (int32_t v : host) ASSERT_EQ(v, -5) << "a failed replay wrote";
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    // Still usable.
+    RMACC_OK(rmaccAlltoAll(dsend2, drecv2, kCount, rmaccInt32, comm, stream), comm);
     RMACC_OK(rmaccStreamSynchronize(comm, stream), comm);
-    std::vector<int> got(2 * count);
-    CUDA_OK(cudaMemcpy(got.data(), recv, got.size() * sizeof(int), cudaMemcpyDeviceToHost));
-    for (int src = 0; src < 2; ++src)
-      for (size_t i = 0; i < count; ++i)
-        ASSERT_EQ(got[src * count + i], src * 1000000 + (int)(ctx.rank * count + i)) << "from " << src;
-    CUDA_OK(cudaFree(buf));
+    for (int32_t* p : {dsend, drecv, dsend2, drecv2}) cudaFree(p);
+    cudaFree(dcounts);
     cudaStreamDestroy(stream);
     RMACC_OK(rmaccCommDestroy(comm), nullptr);
   });

@@ -63,21 +63,19 @@ std::string convert(const WindowRegistry& mem, const void* sendbuff, const size_
 // Hands the call to the progress thread (a rejected call still joins the count exchange, so
 // that the other ranks skip it too), then reports the rejection, or, on the host backend's NULL
 // stream, waits for the call and reports how it ended.
+// A rejected call on a stream being captured is recorded all the same: at every replay it joins
+// the count exchange as rejected, so that the other ranks' replays fail instead of waiting.
 void enqueue(Comm& c, AlltoallvArgs a, rmaccStream_t stream) {
   Stream* s = nullptr;
-  rmaccResult_t code = rmaccInvalidArgument;
-  if (a.rejected.empty()) {
-    try {
-      s = &c.streamOf(stream);
-    } catch (const Error& e) {
-      a.rejected = e.what();
-      code = e.code();  // a stream under graph capture is invalid usage, not a bad argument
-      a.dynamic.reset();
-    }
+  try {
+    s = &c.streamOf(stream, /*captureOk=*/true);
+  } catch (const Error& e) {
+    if (a.rejected.empty()) a.rejected = e.what();
+    a.dynamic.reset();
   }
   std::string reason = a.rejected;
   uint64_t seq = c.coll().alltoallv(s, std::move(a));
-  if (!reason.empty()) RMACC_THROW(code, "%s", reason.c_str());
+  if (!reason.empty()) RMACC_THROW(rmaccInvalidArgument, "%s", reason.c_str());
   if (c.synchronousStream(stream)) {
     s->synchronize();
     c.checkHealthy();

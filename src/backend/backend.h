@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "rmacc.h"
 
 namespace rmacc {
@@ -99,6 +100,20 @@ class Stream {
   // for it to return (cudaLaunchHostFunc). Used for traces only, never on the data path: fn
   // must not call back into the backend. Default: runs fn at enqueue time.
   virtual void hostCallback(std::function<void()> fn) { fn(); }
+  // The same for a function that runs every time the work runs: under graph capture it becomes
+  // a node of the graph, run at each replay, so `arg` must live as long as the graph
+  // (tieToCapture). fn must not call the backend. Captured calls (exec/captured_calls.h).
+  virtual void hostFunction(void (*fn)(void*), void* arg) {
+    hostCallback([fn, arg] { fn(arg); });
+  }
+  // Under capture: `release(arg)` runs once no graph made from this capture exists any more, on
+  // a thread of the backend's (it must not call the backend). Throws rmaccInternalError on a
+  // stream that is not capturing.
+  virtual void tieToCapture(void (*release)(void*), void* arg) {
+    (void)release;
+    (void)arg;
+    RMACC_THROW(rmaccInternalError, "stream %p is not being captured", handle());
+  }
   // Blocks the caller until all enqueued work is done. Throws Error: rmaccTimeout when a wait
   // did not finish within the timeout, the stored error when the stream failed.
   virtual void synchronize() = 0;
@@ -185,6 +200,11 @@ class Backend {
   virtual void hostWrite(volatile uint64_t* addr, uint64_t value) = 0;
   // Releases every wait of every stream and makes them fail (rmaccCommAbort).
   virtual void abort() = 0;
+  // Called once by each thread rmacc starts that uses the backend (progress, proxy), before
+  // its first backend call. CUDA: such a thread is not held to a user's graph capture in
+  // progress (cudaStreamCaptureModeGlobal would forbid it calls it needs, as NCCL's proxy
+  // finds too).
+  virtual void enterInternalThread() {}
 
  private:
   bool networkReachesDevice_ = false;

@@ -243,16 +243,17 @@ void Comm::destroyUserStream(void* handle) {
   rma_->forgetStream(*s);
 }
 
-Stream& Comm::streamOf(rmaccStream_t handle) {
+Stream& Comm::streamOf(rmaccStream_t handle, bool captureOk) {
   Stream* s = backend_->userStream(handle);
   RMACC_ARG_CHECK(s != nullptr, "stream %p is not a stream of this communicator's %s backend", handle,
                   backend_->name());
-  // A captured call would replay the signal values and waits of its first run (they count
-  // calls), so a second replay would read stale data or wait forever: refuse at once (issue 13
-  // asks for capture; until it is built, a clear error rather than a graph that lies).
-  if (s->capturing())
-    RMACC_THROW(rmaccInvalidUsage, "stream %p is being captured into a CUDA graph: rmacc calls cannot be "
-                "captured yet; make them outside the capture", handle);
+  // Puts, signals, waits and barriers count their signals on the host when they are made, so a
+  // captured one would replay its first run's values: refuse at once rather than build a graph
+  // that lies. The collectives are recorded to run anew at every replay instead.
+  if (!captureOk && s->capturing())
+    RMACC_THROW(rmaccInvalidUsage, "stream %p is being captured into a CUDA graph: only rmaccAlltoAll, "
+                "rmaccAlltoAllv and rmaccAlltoAllvDynamic can be captured; make this call outside "
+                "the capture", handle);
   return *s;
 }
 

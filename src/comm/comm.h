@@ -57,8 +57,10 @@ class Comm : public FailureSink {
   // Streams handed out by rmaccStreamCreate, owned here.
   void* createUserStream();
   void destroyUserStream(void* handle);
-  // The Stream behind a user's handle; throws rmaccInvalidArgument for an unknown one.
-  Stream& streamOf(rmaccStream_t handle);
+  // The Stream behind a user's handle; throws rmaccInvalidArgument for a handle this backend
+  // does not know, and, unless `captureOk` (the collectives: exec/captured_calls.h),
+  // rmaccInvalidUsage for a stream being captured into a CUDA graph.
+  Stream& streamOf(rmaccStream_t handle, bool captureOk = false);
   // A NULL stream on the host backend means "return when done" (DESIGN.md §4).
   bool synchronousStream(rmaccStream_t handle) const;
 

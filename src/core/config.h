@@ -48,6 +48,11 @@ enum class ParamVisibility { kPublic, kInternal };
   X(int, enqueueWaitMs, 50, "RMACC_ENQUEUE_WAIT_MS", IntParam<0 COMMA 600000>, kPublic, "`50`",   \
     "how long a collective call waits for late peers (or device counts) so that its work is "   \
     "enqueued before it returns; past it, the call returns and the work is enqueued later")     \
+  X(bool, streamTriggerAlways, false, "RMACC_STREAM_TRIGGER", SwitchParam<kAutoAlways>,          \
+    kInternal, "`auto`",                                                                          \
+    "`auto`: a call's work is enqueued when the call is made, except under CUDA graph capture, "  \
+    "where each replay enqueues it when the stream reaches the call; `always`: every call on a "  \
+    "stream takes that path (exercises it without CUDA graphs)")                                  \
   X(std::string, bootstrapAddr, "", "RMACC_BOOTSTRAP_ADDR", TextParam, kInternal,                 \
     "first non-loopback IPv4", "address the rendezvous root listens on")                          \
   /* Each call queues a few stream ops on the caller's stream and more on rmacc's; CUDA     */   \

@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "exec/captured_calls.h"
 #include "exec/signal_space.h"
 #include "exec/trace.h"
 #include "plan/plan_internal.h"
@@ -64,6 +65,7 @@ CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma)
                                              ctx_.nRanks, ctx_.cfg.timeoutS);
   counts_ = std::make_unique<CountExchange>(ctx_.bootstrap, topo, ctx_.rank, planOptions(),
                                             ctx_.cfg.timeoutS);
+  captured_ = std::make_unique<CapturedCalls>(ctx_.backend, n, this, &CollectiveEngine::onTrigger);
   thread_ = std::thread([this] { progressLoop(); });
 }
 
@@ -100,7 +102,27 @@ void CollectiveEngine::waitForRoom() {
   }
 }
 
+void CollectiveEngine::abort() {
+  if (counts_) counts_->abort();
+  captured_->releaseAll();
+}
+
+// Which calls are triggered by their stream: those being captured; and, while a graph holds a
+// captured call of this communicator, every call on a stream. A call numbered when it is made
+// would otherwise overtake the replays its stream has yet to reach: its number would come
+// before theirs though its stream runs it after them, and each would wait for the other.
+bool CollectiveEngine::triggeredBy(Stream& user) {
+  // The host backend's NULL stream runs the call before it returns: never triggered.
+  if (!user.handle() && ctx_.backend.caps().synchronousNullStream) return false;
+  return user.capturing() || ctx_.cfg.streamTriggerAlways || captured_->inGraphs();
+}
+
 uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
+  if (user && triggeredBy(*user)) {
+    captured_->record(*user, std::move(args));
+    return 0;
+  }
+  if (!args.rejected.empty()) user = nullptr;  // it moves nothing on the stream
   if (user) waitForRoom();
   Task task;
   task.args = std::move(args);
@@ -141,6 +163,33 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   return seq;
 }
 
+void CollectiveEngine::onTrigger(void* engine, CapturedCall& site, AlltoallvArgs args) {
+  static_cast<CollectiveEngine*>(engine)->trigger(site, std::move(args));
+}
+
+// The stream has reached a captured call: everything before it on the stream is done. The call
+// gets its number now, in stream order (DESIGN.md §4.1: the ranks' calls must come in the same
+// order). A communicator that failed or is closing releases the stream at once; the failure is
+// what rmaccCommGetAsyncError reports.
+void CollectiveEngine::trigger(CapturedCall& site, AlltoallvArgs args) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_ || ctx_.failures.asyncError() != rmaccSuccess) {
+    captured_->release(site);
+    return;
+  }
+  Task task;
+  task.seq = ++nextSeq_;
+  task.args = std::move(args);
+  task.queuedAt = monotonicSeconds();
+  task.site = &site;
+  queue_.push_back(std::move(task));
+  cv_.notify_all();
+}
+
+CallDone CollectiveEngine::doneOf(const Task& task) const {
+  return CallDone{{doneFlag_, doneDevice_}, task.seq, task.site ? task.site->done : nullptr};
+}
+
 rmaccResult_t CollectiveEngine::takeCallError(uint64_t seq, std::string* text) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = callErrors_.find(seq);
@@ -172,6 +221,7 @@ void CollectiveEngine::progressLoop() {
   // Its short sleeps (device counts, quiet waits) should last what they ask for, not Linux's
   // default 50 us timer slack (the proxy thread does the same).
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  ctx_.backend.enterInternalThread();
   for (;;) {
     Task task;
     {
@@ -419,7 +469,8 @@ void CollectiveEngine::runTask(Task& task) {
   std::vector<CopyDesc> writeBack;
   bool dynamicRejected = false;
   if (!bad && a.dynamic) {
-    a.rejected = dynamic_->resolve(task.seq, *a.dynamic, a, writeBack,
+    a.rejected = dynamic_->resolve(task.seq, *a.dynamic, task.site ? task.site->counts : nullptr,
+                                   a, writeBack,
                                    [&] { return ctx_.failures.asyncError() != rmaccSuccess; });
     bad = dynamicRejected = !a.rejected.empty();
   }
@@ -454,7 +505,7 @@ void CollectiveEngine::runTask(Task& task) {
     if (x.code == rmaccInvalidUsage) WARN("AlltoAllv call %llu: %s", (unsigned long long)task.seq, x.error.c_str());
     if (dynamicRejected) fail(task.seq, rmaccInvalidUsage, a.rejected);
     else if (!bad) fail(task.seq, x.code, x.error);
-    executor_->complete(doneFlags(), task.seq, writeBack);
+    executor_->complete(doneOf(task), writeBack);
     return;
   }
   counts_->commit(x);
@@ -464,8 +515,12 @@ void CollectiveEngine::runTask(Task& task) {
   std::shared_ptr<const plan::RankPlan> p = planFor(x.inputs);
   CallBuffers b;
   setBuffers(task, x, *p, b);
-  executor_->run(*p, b, WaitDesc{startDevice_, task.seq}, ctx_.cfg.entrySync == EntrySync::kBarrier, finish,
-                 doneFlags(), task.seq, task.seq);
+  // A call starts once its stream reached it and the previous call is complete. The user's
+  // stream says both with the start flag; a captured call's stream reached it before it was
+  // queued, so only the previous call's done flag is left to wait for.
+  const WaitDesc start = task.site ? WaitDesc{doneDevice_, task.seq - 1} : WaitDesc{startDevice_, task.seq};
+  executor_->run(*p, b, start, ctx_.cfg.entrySync == EntrySync::kBarrier, finish, doneOf(task),
+                 task.seq);
   const uint64_t engineCalls = streamCallsOfThisThread() - calls0;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -58,6 +58,9 @@ struct CallCost {
   size_t ops = 0;            // plan ops this rank ran
 };
 
+class CapturedCalls;
+struct CapturedCall;
+
 class CollectiveEngine {
  public:
   // Collective: sets up the relay buffer.
@@ -66,6 +69,9 @@ class CollectiveEngine {
 
   // Enqueues the call on `user` and returns its sequence number. A call whose arguments were
   // rejected locally still takes part in the count exchange, so that every rank skips it.
+  // On a stream being captured into a CUDA graph (or any stream with RMACC_STREAM_TRIGGER=
+  // always) the call is recorded instead and numbered, exchanged and enqueued each time the
+  // stream reaches it (exec/captured_calls.h); it returns 0.
   uint64_t alltoallv(Stream* user, AlltoallvArgs args);  // user may be NULL when rejected
   // Once call `seq` is complete on the stream: its error (rmaccSuccess for a good call).
   // The error of a call is reported once.
@@ -74,9 +80,7 @@ class CollectiveEngine {
   rmaccResult_t takeAnyCallError(std::string* text);
   uint64_t relayBytes() const { return relayAlloc_ ? relayAlloc_->size() : 0; }
   // Releases a count exchange blocked on a peer of this node (the communicator aborts).
-  void abort() {
-    if (counts_) counts_->abort();
-  }
+  void abort();
   // Returns once no call is being set up and every call's work has finished or failed: after
   // the communicator was poisoned, nothing queued touches a caller's memory any more.
   void quiesce();
@@ -94,7 +98,13 @@ class CollectiveEngine {
     AlltoallvArgs args;
     double queuedAt = 0;  // seconds (steady clock) when the call was enqueued
     uint64_t userCalls = 0;  // backend calls the caller's thread made to enqueue it
+    CapturedCall* site = nullptr;  // a call triggered by its stream: its site
   };
+  // A captured call's stream reached it (CapturedCalls::Trigger; the host-function thread).
+  static void onTrigger(void* engine, CapturedCall& site, AlltoallvArgs args);
+  void trigger(CapturedCall& site, AlltoallvArgs args);
+  bool triggeredBy(Stream& user);
+  CallDone doneOf(const Task& task) const;
   // Holds the caller until fewer than RMACC_MAX_CALLS_IN_FLIGHT calls are unfinished.
   void waitForRoom();
   void progressLoop();
@@ -130,7 +140,6 @@ class CollectiveEngine {
   // allocation, a cache line after doneDevice_): the executor's streams wait for it instead of
   // an event, so the user stream's part of a call is one batch of memory ops.
   volatile uint64_t* startDevice_ = nullptr;
-  std::vector<volatile uint64_t*> doneFlags() const { return {doneFlag_, doneDevice_}; }
   std::unique_ptr<Allocation> relayAlloc_;
   std::unique_ptr<MemoryRegion> relayMr_;
   std::vector<PeerTarget> peerRelay_;
@@ -162,6 +171,8 @@ class CollectiveEngine {
   std::map<uint64_t, std::pair<rmaccResult_t, std::string>> callErrors_;
   CallCost lastCost_;
   std::thread thread_;
+  // Last: its destructor detaches the sites graphs still hold before anything they reach goes.
+  std::unique_ptr<CapturedCalls> captured_;
 };
 
 }  // namespace rmacc

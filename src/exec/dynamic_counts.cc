@@ -45,14 +45,22 @@ void DynamicCounts::enqueueRead(Stream& user, uint64_t seq, const DynamicArgs& d
   user.writeValue(ready_, seq);
 }
 
-std::string DynamicCounts::resolve(uint64_t seq, const DynamicArgs& d, AlltoallvArgs& a,
-                                   std::vector<CopyDesc>& writeBack,
+std::string DynamicCounts::resolve(uint64_t seq, const DynamicArgs& d, uint64_t* counts,
+                                   AlltoallvArgs& a, std::vector<CopyDesc>& writeBack,
                                    const std::function<bool()>& aborted) {
-  // The stream gets to the call when the caller's earlier work is done, usually the previous
-  // call, which is about to finish: the wait is on the call's critical path. So yield the core
-  // for the first kYieldS, then sleep in short steps. Sleeps doubling to 200 us (and Linux's
-  // default 50 us timer slack) made a 1 KiB call with device counts take ~210 us against
-  // ~115 us for sync + D2H + host counts (H200, 2 ranks, RESULTS §11).
+  if (!counts) {
+    waitForStream(seq, aborted);
+    counts = slot(seq);
+  }
+  return trade(d, counts, a, writeBack);
+}
+
+// The stream gets to the call when the caller's earlier work is done, usually the previous
+// call, which is about to finish: the wait is on the call's critical path. So yield the core
+// for the first kYieldS, then sleep in short steps. Sleeps doubling to 200 us (and Linux's
+// default 50 us timer slack) made a 1 KiB call with device counts take ~210 us against
+// ~115 us for sync + D2H + host counts (H200, 2 ranks, RESULTS §11).
+void DynamicCounts::waitForStream(uint64_t seq, const std::function<bool()>& aborted) {
   constexpr double kYieldS = 100e-6;
   const double start = monotonicSeconds(), deadline = start + timeoutS_;
   auto sleep = std::chrono::microseconds(2);
@@ -71,7 +79,10 @@ std::string DynamicCounts::resolve(uint64_t seq, const DynamicArgs& d, Alltoallv
     std::this_thread::sleep_for(sleep);
     sleep = std::min(sleep * 2, std::chrono::microseconds(20));
   }
-  uint64_t* s = slot(seq);
+}
+
+std::string DynamicCounts::trade(const DynamicArgs& d, uint64_t* s, AlltoallvArgs& a,
+                                 std::vector<CopyDesc>& writeBack) {
   const uint64_t* sendcounts = s;
   const uint64_t* sdispls = s + n_;
   uint64_t* recvcounts = s + 2 * n_;

@@ -44,11 +44,17 @@ class DynamicCounts {
   // rmaccRemoteError once `aborted` says so), trades send counts with every peer and fills
   // `a`'s byte counts and offsets. `writeBack` gets the copies of recvcounts and rdispls (also
   // when the blocks do not fit: then the returned reason is not empty and nothing may move).
-  std::string resolve(uint64_t seq, const DynamicArgs& d, AlltoallvArgs& a,
+  // `counts`: a captured call's own slot ([4n] as slot()), which its stream has filled already
+  // (exec/captured_calls.h); nullptr: the call's slot here, once the ready flag says so.
+  std::string resolve(uint64_t seq, const DynamicArgs& d, uint64_t* counts, AlltoallvArgs& a,
                       std::vector<CopyDesc>& writeBack, const std::function<bool()>& aborted);
 
  private:
   uint64_t* slot(uint64_t seq) const;  // [4n]: sendcounts, sdispls, recvcounts, rdispls
+  void waitForStream(uint64_t seq, const std::function<bool()>& aborted);
+  // Trades the send counts in slot `s` with every peer and fills the rest of the slot and `a`.
+  std::string trade(const DynamicArgs& d, uint64_t* s, AlltoallvArgs& a,
+                    std::vector<CopyDesc>& writeBack);
 
   Bootstrap& boot_;
   const int rank_, n_;

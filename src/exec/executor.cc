@@ -272,8 +272,7 @@ void Executor::holdWaits(Batch& batch, Stream& s, Call& c, int v, size_t upTo) {
 
 void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const WaitDesc& start,
                    bool entryBarrier, const std::vector<CopyDesc>& finish,
-                   const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
-                   uint64_t callSeq) {
+                   const CallDone& done, uint64_t callSeq) {
   const std::vector<Op>& ops = plan.ops;
   nextEvent_ = 0;
   readyTail_.clear();
@@ -339,7 +338,7 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
   }
   for (Stream* s : c.used) startOn(*s);  // a call without ops: the join stream
   join(batch, c);
-  finishCall(batch, *batch.stream, finish, done, doneValue);
+  finishCall(batch, *batch.stream, finish, done);
   anyCall_ = true;
 }
 
@@ -397,25 +396,25 @@ void Executor::join(Batch& batch, Call& c) {
 
 // The done flags go out in the last stream's open batch of memory ops, after its last waits.
 void Executor::finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc>& finish,
-                          const std::vector<volatile uint64_t*>& done, uint64_t doneValue) {
+                          const CallDone& done) {
   if (!batch.empty() && batch.stream != &last) flush(batch);
   if (!finish.empty()) {
     flush(batch);
     copier_->copy(last, finish.data(), finish.size());
   }
   batch.stream = &last;
-  for (volatile uint64_t* flag : done) pushMemOp(batch, last, {false, flag, doneValue});
+  for (volatile uint64_t* flag : done.flags) pushMemOp(batch, last, {false, flag, done.value});
+  if (done.own) pushMemOp(batch, last, {false, done.own, 1});
   flush(batch);
-  lastDone_ = doneValue;
+  lastDone_ = done.value;
 }
 
-void Executor::complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
-                        const std::vector<CopyDesc>& finish) {
+void Executor::complete(const CallDone& done, const std::vector<CopyDesc>& finish) {
   // After the previous call: its done flags must not be overtaken by this one's. Every flag
   // of `done` holds the last finished call's value, so waiting on one is enough.
   Batch batch;
-  if (anyCall_ && !done.empty()) wait(batch, *join_, WaitDesc{done.back(), lastDone_});
-  finishCall(batch, *join_, finish, done, doneValue);
+  if (anyCall_ && !done.flags.empty()) wait(batch, *join_, WaitDesc{done.flags.back(), lastDone_});
+  finishCall(batch, *join_, finish, done);
   anyCall_ = true;
 }
 

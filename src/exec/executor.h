@@ -32,6 +32,14 @@ struct CallBuffers {
   std::vector<PeerTarget> peerRelay;        // by rank: relay buffers of other nodes' ranks
 };
 
+// What a finished call stores: its number into each of the engine's done flags, and 1 into its
+// own flag when it has one (a call triggered by its stream: exec/captured_calls.h).
+struct CallDone {
+  std::vector<volatile uint64_t*> flags;
+  uint64_t value = 0;
+  volatile uint64_t* own = nullptr;
+};
+
 class Executor {
  public:
   Executor(const EngineContext& ctx, RmaEngine& rma);  // collective (the local copier's slots)
@@ -42,10 +50,10 @@ class Executor {
   // call AND the previous call's completion (the planner relies on it: carried credits, entry
   // signals, staging reuse; the user's stream waits for the previous call's done flag before
   // it stores `start`). When all are done, the last stream runs `finish` work (copies) then
-  // stores `doneValue` into every flag of `done`.
+  // stores the `done` flags.
   void run(const plan::RankPlan& plan, const CallBuffers& buffers, const WaitDesc& start,
-           bool entryBarrier, const std::vector<CopyDesc>& finish,
-           const std::vector<volatile uint64_t*>& done, uint64_t doneValue, uint64_t callSeq);
+           bool entryBarrier, const std::vector<CopyDesc>& finish, const CallDone& done,
+           uint64_t callSeq);
   // The highest relay byte this rank has written into any peer's relay buffer (end offset),
   // over the communicator's life: measured, for the bound RMACC_RELAY_BYTES.
   // Any thread may ask while the progress thread runs calls.
@@ -57,8 +65,7 @@ class Executor {
   // Completes a call that moves nothing (rejected or mismatched counts), in call order, after
   // the `finish` copies (a dynamic call's counts written back). The flags of `done` are those
   // every call stores its number into.
-  void complete(const std::vector<volatile uint64_t*>& done, uint64_t doneValue,
-                const std::vector<CopyDesc>& finish = {});
+  void complete(const CallDone& done, const std::vector<CopyDesc>& finish = {});
 
  private:
   // Consecutive ops of one stream that the backend takes in two calls: a batch of copies,
@@ -107,7 +114,7 @@ class Executor {
   void barrierGate(const WaitDesc& start, const std::vector<Stream*>& used);
   void join(Batch& batch, Call& c);
   void finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc>& finish,
-                  const std::vector<volatile uint64_t*>& done, uint64_t doneValue);
+                  const CallDone& done);
 
   const EngineContext ctx_;
   RmaEngine& rma_;

@@ -19,6 +19,7 @@ namespace rmacc::proxy_internal {
 
 void ProxyImpl::run() {
   pthread_setname_np(pthread_self(), "rmacc-proxy");
+  backend_.enterInternalThread();
   // Timer slack 1 µs (default 50 µs), or the short back-off sleeps would all be 50 µs.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   ProxyBackoff backoff(eagerPoll_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,12 @@ class Device {
   // The stream rmacc calls are enqueued on (a cudaStream_t on CUDA).
   virtual rmaccStream_t createStream(rmaccComm_t comm) = 0;
   virtual void destroyStream(rmaccComm_t comm, rmaccStream_t stream) = 0;
+
+  // --graph: what `enqueue` puts on `stream`, captured into an executable CUDA graph, then
+  // launched on the stream and destroyed. Exits with a message where there are no graphs.
+  virtual void* captureGraph(rmaccStream_t stream, const std::function<void()>& enqueue) = 0;
+  virtual void launchGraph(void* graph, rmaccStream_t stream) = 0;
+  virtual void destroyGraph(void* graph) = 0;
 };
 
 // Picks the device before the communicator exists: CUDA when compiled in, a GPU is present and

@@ -62,6 +62,24 @@ class CudaDevice : public Device {
   }
   void destroyStream(rmaccComm_t, rmaccStream_t s) override { cudaStreamDestroy(static_cast<cudaStream_t>(s)); }
 
+  // Global mode, as torch.cuda.graph captures by default: the strictest for the library's
+  // other threads.
+  void* captureGraph(rmaccStream_t s, const std::function<void()>& enqueue) override {
+    auto stream = static_cast<cudaStream_t>(s);
+    cudaCheck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+    enqueue();
+    cudaGraph_t graph = nullptr;
+    cudaCheck(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    cudaCheck(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    cudaCheck(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    return exec;
+  }
+  void launchGraph(void* g, rmaccStream_t s) override {
+    cudaCheck(cudaGraphLaunch(static_cast<cudaGraphExec_t>(g), static_cast<cudaStream_t>(s)), "cudaGraphLaunch");
+  }
+  void destroyGraph(void* g) override { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(g)); }
+
  private:
   int ordinal_;
 };

@@ -40,6 +40,13 @@ class HostDevice : public Device {
     return s;
   }
   void destroyStream(rmaccComm_t comm, rmaccStream_t s) override { rmaccStreamDestroy(comm, s); }
+
+  void* captureGraph(rmaccStream_t, const std::function<void()>&) override {
+    fprintf(stderr, "rmacc-perf: --graph needs CUDA graphs (a GPU)\n");
+    exit(2);
+  }
+  void launchGraph(void*, rmaccStream_t) override {}
+  void destroyGraph(void*) override {}
 };
 
 }  // namespace

@@ -60,7 +60,7 @@ Pattern patternArg(const char* prog, const char* text) {
   fail(prog, std::string("unknown pattern: ") + text);
 }
 
-enum LongOnly { kPattern = 1000, kSeed, kZipfS, kExperts, kPeer, kPrintCounts, kNranks, kProxyCpu, kCounts };
+enum LongOnly { kPattern = 1000, kSeed, kZipfS, kExperts, kPeer, kPrintCounts, kNranks, kProxyCpu, kCounts, kGraph };
 
 const option kLongOptions[] = {
     {"minbytes", required_argument, nullptr, 'b'},   {"maxbytes", required_argument, nullptr, 'e'},
@@ -73,7 +73,7 @@ const option kLongOptions[] = {
     {"zipf-s", required_argument, nullptr, kZipfS},  {"experts", required_argument, nullptr, kExperts},
     {"peer", required_argument, nullptr, kPeer},     {"print-counts", no_argument, nullptr, kPrintCounts},
     {"nranks", required_argument, nullptr, kNranks}, {"proxy-cpu", no_argument, nullptr, kProxyCpu},
-    {"counts", required_argument, nullptr, kCounts},
+    {"counts", required_argument, nullptr, kCounts}, {"graph", no_argument, nullptr, kGraph},
     {"help", no_argument, nullptr, 'h'},
     {nullptr, 0, nullptr, 0}};
 
@@ -106,6 +106,7 @@ void applyOption(const char* prog, int c, const char* arg, Options* o) {
       break;
     case kPrintCounts: o->printCounts = true; break;
     case kProxyCpu: o->proxyCpu = true; break;
+    case kGraph: o->graph = true; break;
     case kCounts:
       if (!strcmp(arg, "host")) o->counts = CountsSource::kHost;
       else if (!strcmp(arg, "sync")) o->counts = CountsSource::kSync;
@@ -147,6 +148,8 @@ void printUsage(const char* prog) {
           "                       do); device arrays read by rmaccAlltoAllvDynamic (host)\n"
           "  --proxy-cpu          after each size, the rmacc-proxy thread's CPU share during the\n"
           "                       timed calls (cores, max over ranks); after the sweep, idle\n"
+          "  --graph              alltoall/alltoallv: capture each size's call into a CUDA graph\n"
+          "                       once (one per send buffer) and time its replays\n"
           "Sizes are per-rank totals: the bytes one rank sends in one call.\n",
           prog);
 }
@@ -170,6 +173,8 @@ Options parseOptions(int argc, char** argv) {
   if (o.test != "putsignal" && o.test != "alltoall" && o.test != "alltoallv")
     fail(prog, "unknown test: " + o.test);
   if (o.maxBytes < o.minBytes) fail(prog, "-e must not be smaller than -b");
+  if (o.graph && (o.test == "putsignal" || o.counts == CountsSource::kSync))
+    fail(prog, "--graph captures alltoall or alltoallv with host or device counts");
   return o;
 }
 

@@ -98,6 +98,12 @@ class CudaBackend : public Backend {
   }
   void hostWrite(volatile uint64_t* addr, uint64_t value) override;
   void abort() override;
+  // rmacc's threads enqueue on their own streams only, never on a stream being captured:
+  // relaxed mode lets them do so while the user captures in global mode.
+  void enterInternalThread() override {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    RMACC_CUDA_WARN(cudaThreadExchangeStreamCaptureMode(&mode));
+  }
 
  private:
   // Stores `value` at a host address unless the counter is already (cyclically) past it.

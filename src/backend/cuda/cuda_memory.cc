@@ -190,7 +190,14 @@ PinnedHostAllocation::PinnedHostAllocation(std::shared_ptr<BackendState> state, 
   ContextGuard guard(*state_);
   // Portable: pinned for every context of the process, not only the current one.
   size_t allocBytes = std::max<size_t>(bytes, 64);
-  RMACC_CUDA_CHECK(cudaHostAlloc(&ptr_, allocBytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  // A captured call allocates its site while the caller's stream is being captured, perhaps in
+  // cudaStreamCaptureModeGlobal, which may forbid this thread an allocation; it touches no
+  // stream, so relax the mode for it.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  RMACC_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  cudaError_t alloc = cudaHostAlloc(&ptr_, allocBytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  RMACC_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  RMACC_CUDA_CHECK(alloc);
   memset(ptr_, 0, allocBytes);
   void* dev = nullptr;
   cudaError_t err = cudaHostGetDevicePointer(&dev, ptr_, 0);

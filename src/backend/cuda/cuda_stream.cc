@@ -197,10 +197,13 @@ void CudaStream::waitValues(const WaitDesc* ops, size_t n) {
 // the last wait of each driver call flushes remote writes as there.
 void CudaStream::memOps(const MemOpDesc* ops, size_t n) {
   if (n == 0) return;
+  // A captured wait is not pending: it runs at replays (a captured call's own flag, which
+  // its engine releases on abort: exec/captured_calls.h). Only user streams are captured.
+  const bool captured = !owned_ && capturing();
   {
     std::lock_guard<std::mutex> lk(state_->mutex);
     checkNotAborted();
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < n && !captured; ++i) {
       if (!ops[i].wait) continue;
       auto [it, fresh] = pending_.emplace(ops[i].addr, ops[i].value);
       if (!fresh && cyclicLess(it->second, ops[i].value)) it->second = ops[i].value;
@@ -287,6 +290,30 @@ void CudaStream::hostCallback(std::function<void()> fn) {
     delete heap;
     throwCudaError(err, "cudaLaunchHostFunc", __FILE__, __LINE__);
   }
+}
+
+// Nothing owned here: under capture the host node runs fn(arg) at every replay.
+void CudaStream::hostFunction(void (*fn)(void*), void* arg) {
+  checkNotAborted();
+  ContextGuard guard(*state_);
+  ++streamCallsOfThisThread();
+  RMACC_CUDA_CHECK(cudaLaunchHostFunc(stream_, fn, arg));
+}
+
+// A user object of the graph being captured: CUDA destroys it, and calls `release`, once the
+// graph and every executable graph instantiated from it are gone (NoDestructorSync: the
+// release only hands memory back to a pool, it need not wait for work to finish, which has
+// finished before a graph can be destroyed anyway).
+void CudaStream::tieToCapture(void (*release)(void*), void* arg) {
+  ContextGuard guard(*state_);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  RMACC_CUDA_CHECK(cudaStreamGetCaptureInfo(stream_, &status, nullptr, &graph));
+  RMACC_ENFORCE(status == cudaStreamCaptureStatusActive && graph != nullptr,
+                "stream %p is not being captured", (void*)stream_);
+  cudaUserObject_t object = nullptr;
+  RMACC_CUDA_CHECK(cudaUserObjectCreate(&object, arg, release, 1, cudaUserObjectNoDestructorSync));
+  RMACC_CUDA_CHECK(cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove));
 }
 
 void CudaStream::synchronize() {

@@ -48,6 +48,8 @@ class CudaStream : public Stream {
   void record(Event& event) override;
   void waitEvent(Event& event) override;
   void hostCallback(std::function<void()> fn) override;
+  void hostFunction(void (*fn)(void*), void* arg) override;
+  void tieToCapture(void (*release)(void*), void* arg) override;
   void synchronize() override;
   bool capturing() override;
   bool query() override;
