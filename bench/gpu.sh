@@ -24,6 +24,7 @@
 # and, only when named: sanitizer capsan serial random trace relay proxy gdr cost2
 # (capsan: compute-sanitizer memcheck over the CUDA graph tests, 1 x 2 on one GPU)
 # ("all": everything).
+# GPU_TESTS narrows the tests step (a ctest -R regex; default Cuda|Gpu).
 # MAXSIZE caps the alltoall sweeps (default 4G). BUDGET_S (default 540): steps not yet started
 # when the script has run that long are skipped, so the logs and the summary still come back
 # inside the device tool's 10 minutes.
@@ -140,7 +141,7 @@ mps_for() {  # mps_for NRANKS: MPS on when NRANKS ranks must share the GPUs, off
 
 if has tests; then
   mps_for 4  # the 2 x 2 cases
-  (cd build-gpu && timeout 500 ctest -R "Cuda|Gpu" --output-on-failure --timeout ${TEST_TIMEOUT_S:-400}) > "$OUT/gpu-tests.log" 2>&1
+  (cd build-gpu && timeout 500 ctest -R "${GPU_TESTS:-Cuda|Gpu}" --output-on-failure --timeout ${TEST_TIMEOUT_S:-400}) > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|Failed|Passed" "$OUT/gpu-tests.log" | tail -12
 fi
 

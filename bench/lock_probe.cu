@@ -61,6 +61,11 @@ struct Probe {
   char* pageable = nullptr;
   void* pinned = nullptr;
   cudaEvent_t ev = nullptr;
+  // Releasers from another context of the same device (ctx2_*, green_*): is the lock held per
+  // context? Their flag lives in portable mapped host memory, which every context addresses.
+  CUcontext ctx2 = nullptr;
+  CUstream stream2 = nullptr;
+  CUdeviceptr a2 = 0, b2 = 0;  // memory of ctx2
 };
 
 static const size_t kSmall = 4096;
@@ -216,6 +221,28 @@ int main(int argc, char** argv) {
     CKD(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     write();
   };
+  // Another (regular) context: copies of its own memory, then of the primary context's.
+  auto write2 = [&] { CKD(cuStreamWriteValue32(p.stream2, p.flag, 1, 0)); };
+  releasers["ctx2_memcpy_own"] = [&] {
+    CKD(cuCtxSetCurrent(p.ctx2));
+    CKD(cuMemcpyAsync(p.b2, p.a2, kSmall, p.stream2));
+    write2();
+  };
+  releasers["ctx2_memcpy_primary"] = [&] {
+    CKD(cuCtxSetCurrent(p.ctx2));
+    CKD(cuMemcpyAsync((CUdeviceptr)p.devB, (CUdeviceptr)p.devA, kSmall, p.stream2));
+    write2();
+  };
+  releasers["ctx2_writevalue"] = [&] {
+    CKD(cuCtxSetCurrent(p.ctx2));
+    write2();
+  };
+  // A green context (a partition of the SMs): its stream copies the primary context's memory.
+  releasers["green_memcpy_primary"] = [&] {
+    CKD(cuCtxSetCurrent(p.ctx2));
+    CKD(cuMemcpyAsync((CUdeviceptr)p.devB, (CUdeviceptr)p.devA, kSmall, p.stream2));
+    write2();
+  };
   if (argc < 3) {
     printf("blockers:");
     for (auto& b : blockers) printf(" %s", b.first.c_str());
@@ -233,9 +260,10 @@ int main(int argc, char** argv) {
   CK(cudaSetDevice(0));
   CK(cudaFree(nullptr));
   CKD(cuCtxGetCurrent(&p.ctx));
-  if (rname == "cpu_store") {
+  const bool other = rname.rfind("ctx2_", 0) == 0 || rname.rfind("green_", 0) == 0;
+  if (rname == "cpu_store" || other) {
     void* h;
-    CK(cudaHostAlloc(&h, 64, cudaHostAllocMapped));
+    CK(cudaHostAlloc(&h, 64, cudaHostAllocMapped | cudaHostAllocPortable));
     memset(h, 0, 64);
     p.hostFlag = (volatile unsigned*)h;
     CK(cudaHostGetDevicePointer((void**)&p.flag, h, 0));
@@ -257,6 +285,28 @@ int main(int argc, char** argv) {
   CK(cudaEventCreateWithFlags(&p.ev, cudaEventDisableTiming));
   loadedKernel<<<1, 32, 0, p.other>>>((int*)p.devB);
   CK(cudaDeviceSynchronize());
+  if (rname.rfind("ctx2_", 0) == 0) {
+    CUdevice dev;
+    CKD(cuDeviceGet(&dev, 0));
+    CKD(cuCtxCreate(&p.ctx2, nullptr, 0, dev));  // becomes current: allocate in it, then back
+    CKD(cuMemAlloc(&p.a2, kSmall));
+    CKD(cuMemAlloc(&p.b2, kSmall));
+    CKD(cuStreamCreate(&p.stream2, CU_STREAM_NON_BLOCKING));
+    CKD(cuCtxSetCurrent(p.ctx));
+  } else if (rname.rfind("green_", 0) == 0) {
+    CUdevice dev;
+    CKD(cuDeviceGet(&dev, 0));
+    CUdevResource sms, part, rest;
+    CKD(cuDeviceGetDevResource(dev, &sms, CU_DEV_RESOURCE_TYPE_SM));
+    unsigned groups = 1;
+    CKD(cuDevSmResourceSplitByCount(&part, &groups, &sms, &rest, 0, 8));
+    CUdevResourceDesc desc;
+    CKD(cuDevResourceGenerateDesc(&desc, &part, 1));
+    CUgreenCtx green;
+    CKD(cuGreenCtxCreate(&green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+    CKD(cuCtxFromGreenCtx(&p.ctx2, green));
+    CKD(cuGreenCtxStreamCreate(&p.stream2, green, CU_STREAM_NON_BLOCKING, 0));
+  }
 
   // Both the legacy stream and `user` wait for the flag, as a user stream waits for rmacc's
   // done flag.
