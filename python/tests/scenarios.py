@@ -126,6 +126,9 @@ def correctness(device):
         rmacc_memory(comm, device)
         compiled(comm, device)
         calls += 4
+        if device.type == "cuda":
+            cuda_graph(comm, device)
+            calls += 1
     comm.close()  # a second close does nothing
     deferred_close(device)
     return calls
@@ -145,6 +148,39 @@ def device_splits(comm, device):
     assert got.tolist() == [s[i][r] for i in range(n)], (got.tolist(), r)
     expect = torch.cat([block(i, r, s[i][r], (2,), torch.float32, device) for i in range(n)])
     assert same(out[:total], expect), "all_to_all_v rows"
+
+
+def cuda_graph(comm, device):
+    """all_to_all_v and all_to_all_single captured in torch.cuda.graph, replayed with splits and
+    data that device work changes before each replay: each replay is a call of its own."""
+    r, n = comm.rank, comm.size
+    rows = 40
+    inp = torch.zeros(n * rows, 2, device=device)
+    splits = torch.zeros(n, dtype=torch.int64, device=device)
+    out = poisoned((n * rows, 2), torch.float32, device)
+    fixed_in = torch.zeros(n * 3, device=device)
+    fixed_out = torch.zeros(n * 3, device=device)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = comm.all_to_all_v(out, inp, splits)
+        comm.all_to_all_single(fixed_out, fixed_in)
+    for rep in range(5):
+        s = split_matrix(n, "random", seed=300 + rep, rows=rows // n)
+        inp[:sum(s[r])].copy_(torch.cat([block(r, j, s[r][j], (2,), torch.float32, device)
+                                         for j in range(n)]))
+        splits.copy_(torch.tensor(s[r], dtype=torch.int64))
+        fixed_in.copy_(torch.arange(n * 3, dtype=torch.float32) + 1000 * r + 100 * rep)
+        graph.replay()
+        comm.synchronize()
+        assert got.tolist() == [s[i][r] for i in range(n)], ("replay", rep, got.tolist())
+        total = sum(s[i][r] for i in range(n))
+        expect = torch.cat([block(i, r, s[i][r], (2,), torch.float32, device) for i in range(n)])
+        assert same(out[:total], expect), "all_to_all_v replay %d rows" % rep
+        want = torch.cat([torch.arange(3, dtype=torch.float32) + 3 * r + 1000 * i + 100 * rep
+                          for i in range(n)]).to(device)
+        assert same(fixed_out, want), "all_to_all_single replay %d" % rep
+    del graph
 
 
 def lists(comm, device):
