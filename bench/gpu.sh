@@ -21,8 +21,9 @@
 #              64K..1G with RMACC_LOCAL_COPY=direct and =engines
 #   graph      CUDA graph replays (rmacc-perf --graph) against the same calls uncaptured, same
 #              run: AlltoAll and AlltoAllV with device counts, 1 node, 1K..64M (issue 13)
-# and, only when named: sanitizer capsan serial random trace relay proxy gdr cost2
-# (capsan: compute-sanitizer memcheck over the CUDA graph tests, 1 x 2 on one GPU)
+# and, only when named: sanitizer capsan pyunit serial random trace relay proxy gdr cost2
+# (capsan: compute-sanitizer memcheck over the captured dynamic call, 1 x 2 on one GPU; pyunit:
+# the Python package's CUDA unittest, PYUNIT picks the cases)
 # ("all": everything).
 # GPU_TESTS narrows the tests step (a ctest -R regex; default Cuda|Gpu).
 # MAXSIZE caps the alltoall sweeps (default 4G). BUDGET_S (default 540): steps not yet started
@@ -115,14 +116,6 @@ if has sanitizer; then
   RMACC_DEBUG=INFO run_ranks "$OUT/sanitizer-putsignal.log" 2 2 190 compute-sanitizer --tool memcheck \
     --error-exitcode 9 build-gpu/tools/rmacc-perf putsignal -b 8 -e 16M -f 16 -n 3 -w 1
   echo "compute-sanitizer memcheck, putsignal 2 nodes: exit $?"; grep -E "ERROR SUMMARY" "$OUT/sanitizer-putsignal.log" | head -2
-fi
-
-# The captured-call tests under memcheck (two ranks; sharing one GPU without MPS, which the
-# sanitizer does not support, they time-slice).
-if has capsan; then
-  compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_alltoallv_test \
-    --gtest_filter='Shapes/GpuCapture.*/1x2:GpuCaptureMixed.*' > "$OUT/sanitizer-capture.log" 2>&1
-  echo "compute-sanitizer memcheck, CUDA graph tests: exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer-capture.log" | head -6
 fi
 
 # MPS only while ranks share a GPU: without it their contexts time-slice (a put+signal
@@ -275,6 +268,21 @@ if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (F
     echo "== GPU-direct probe, provider $prov (exit $?)"; grep -hE "FI_HMEM|GPU-direct|hmem" "$OUT/gdr-$prov.log" | sort -u | cut -c1-400
   done
 fi
+# The captured dynamic call under memcheck, 5 replays (two ranks; sharing one GPU without MPS,
+# which the sanitizer does not support, they time-slice).
+if has pyunit; then  # the Python package's CUDA tests at 1 x 2 (CUDA graphs included), ranks sharing a GPU
+  mps_for 4
+  (cd python/tests && RMACC_TEST_DEVICE=cuda PYTHONPATH=$PWD/../../build-gpu/python timeout ${PYUNIT_TIMEOUT_S:-200} \
+    python3 -m unittest -v ${PYUNIT:-test_rmacc.Correctness.test_1x2}) > "$OUT/pyunit.log" 2>&1
+  echo "== python unittest (exit $?): $(grep -E "^(OK|FAILED|Ran)" "$OUT/pyunit.log" | tr '\n' ' ')"
+fi
+if has capsan; then
+  mps_for 0
+  RMACC_TEST_REPLAYS=5 timeout ${CAPSAN_TIMEOUT_S:-240} compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_alltoallv_test \
+    --gtest_filter='Shapes/GpuCapture.*/1x2' > "$OUT/sanitizer-capture.log" 2>&1
+  echo "compute-sanitizer memcheck, CUDA graph tests: exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer-capture.log" | head -6
+fi
+
 mps_for 0
 
 # Last, so that it is what the device tool's 12,000-character tail shows.
