@@ -419,9 +419,13 @@ TEST_P(GpuCapture, DynamicGraphReplayedHundredTimes) {
   const int n = shape.nodes * shape.local;
   RunOptions o;
   o.nodeOf = scatteredNodes(shape.nodes, shape.local);
-  o.timeoutS = 400;
+  o.timeoutS = 150;
+  // Eager module loading: under lazy loading a rank's first launch of the fill kernel waits for
+  // the GPU to go idle, which under MPS includes the other rank's replay waiting for this one
+  // (both ranks hung at the first replay on an H200; the library warns about lazy loading).
   o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
-           {"RMACC_TIMEOUT_S", "60"}, {"RMACC_RELAY_BYTES", "64K"}, {"RMACC_RELAY_SLOTS", "2"}};
+           {"RMACC_TIMEOUT_S", "60"}, {"RMACC_RELAY_BYTES", "64K"}, {"RMACC_RELAY_SLOTS", "2"},
+           {"CUDA_MODULE_LOADING", "EAGER"}};
   runRanks(n, o, [&](const RankContext& ctx) {
     const int me = ctx.rank;
     // Fewer under compute-sanitizer (bench/gpu.sh capsan), where a replay takes ~100x longer.
@@ -498,8 +502,8 @@ TEST(GpuCaptureMixed, ReplaysBesideUncapturedCallsAndRefusals) {
   if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
   RunOptions o;
   o.nodeOf = blockNodes(1, 2);
-  o.timeoutS = 300;
-  o.env = {{"RMACC_TIMEOUT_S", "60"}};
+  o.timeoutS = 150;
+  o.env = {{"RMACC_TIMEOUT_S", "60"}, {"CUDA_MODULE_LOADING", "EAGER"}};  // as GpuCapture
   runRanks(2, o, [&](const RankContext& ctx) {
     const int n = 2, me = ctx.rank;
     CUDA_OK(cudaSetDevice(me % nGpu));
