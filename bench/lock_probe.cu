@@ -66,6 +66,7 @@ struct Probe {
   CUcontext ctx2 = nullptr;
   CUstream stream2 = nullptr;
   CUdeviceptr a2 = 0, b2 = 0;  // memory of ctx2
+  CUdeviceptr vmm = 0;         // VMM memory (as rmaccMemAlloc's), mapped by the primary context
 };
 
 static const size_t kSmall = 4096;
@@ -233,6 +234,12 @@ int main(int argc, char** argv) {
     CKD(cuMemcpyAsync((CUdeviceptr)p.devB, (CUdeviceptr)p.devA, kSmall, p.stream2));
     write2();
   };
+  // VMM memory belongs to no context: does a second context's copy of it pass?
+  releasers["ctx2_memcpy_vmm"] = [&] {
+    CKD(cuCtxSetCurrent(p.ctx2));
+    CKD(cuMemcpyAsync(p.vmm + kSmall, p.vmm, kSmall, p.stream2));
+    write2();
+  };
   releasers["ctx2_writevalue"] = [&] {
     CKD(cuCtxSetCurrent(p.ctx2));
     write2();
@@ -293,6 +300,20 @@ int main(int argc, char** argv) {
     CKD(cuMemAlloc(&p.b2, kSmall));
     CKD(cuStreamCreate(&p.stream2, CU_STREAM_NON_BLOCKING));
     CKD(cuCtxSetCurrent(p.ctx));
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t gran = 0;
+    CKD(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUmemGenericAllocationHandle h;
+    CKD(cuMemCreate(&h, gran, &prop, 0));
+    CKD(cuMemAddressReserve(&p.vmm, gran, 0, 0, 0));
+    CKD(cuMemMap(p.vmm, gran, 0, h, 0));
+    CUmemAccessDesc access = {};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CKD(cuMemSetAccess(p.vmm, gran, &access, 1));
   } else if (rname.rfind("green_", 0) == 0) {
     CUdevice dev;
     CKD(cuDeviceGet(&dev, 0));

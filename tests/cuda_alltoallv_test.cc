@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -407,15 +408,20 @@ void expectNoKernelNodes(cudaGraph_t graph) {
 }
 
 // rmaccAlltoAllvDynamic captured once (global capture mode, as torch.cuda.graph captures) and
-// replayed 100 times back to back; before each replay a kernel on the stream writes new counts
-// and data, after it the stream copies the outputs to pinned history. Every replay is then
-// checked byte for byte, recvcounts and rdispls too.
-class GpuCapture : public testing::TestWithParam<Shape> {};
+// replayed 100 times, `window` replays launched before each synchronisation (1, or all 100
+// back to back); before each replay a kernel on the stream writes new counts and data, after it
+// the stream copies the outputs to pinned history. Every replay is then checked byte for byte,
+// recvcounts and rdispls too. On an H200 (2 ranks sharing it under MPS, session 11) the 100
+// back-to-back replays hung at the first replay on one rank; the window of 1 was added to tell a
+// backlog of launches from the captured dynamic call itself (not run yet).
+using CaptureCase = std::tuple<Shape, int /*window*/>;
+class GpuCapture : public testing::TestWithParam<CaptureCase> {};
 
 TEST_P(GpuCapture, DynamicGraphReplayedHundredTimes) {
   int nGpu = gpuCount();
   if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
-  const Shape shape = GetParam();
+  const Shape shape = std::get<0>(GetParam());
+  const int window = std::get<1>(GetParam());
   const int n = shape.nodes * shape.local;
   RunOptions o;
   o.nodeOf = scatteredNodes(shape.nodes, shape.local);
@@ -461,6 +467,7 @@ TEST_P(GpuCapture, DynamicGraphReplayedHundredTimes) {
       CUDA_OK(cudaGraphLaunch(exec, stream));
       CUDA_OK(cudaMemcpyAsync(hrecv + rep * cap, drecv, cap * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
       CUDA_OK(cudaMemcpyAsync(hcounts + rep * 2 * n, rc, 2 * n * sizeof(size_t), cudaMemcpyDeviceToHost, stream));
+      if ((rep + 1) % window == 0) RMACC_OK(rmaccStreamSynchronize(comm, stream), comm);
     }
     RMACC_OK(rmaccStreamSynchronize(comm, stream), comm);
     for (int rep = 0; rep < kReplays; ++rep) {
@@ -488,9 +495,13 @@ TEST_P(GpuCapture, DynamicGraphReplayedHundredTimes) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GpuCapture, testing::Values(Shape{1, 2}, Shape{2, 1}, Shape{2, 2}),
-                         [](const testing::TestParamInfo<Shape>& i) {
-                           return std::to_string(i.param.nodes) + "x" + std::to_string(i.param.local);
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuCapture,
+                         testing::Combine(testing::Values(Shape{1, 2}, Shape{2, 1}, Shape{2, 2}),
+                                          testing::Values(1, 100)),
+                         [](const testing::TestParamInfo<CaptureCase>& i) {
+                           const Shape s = std::get<0>(i.param);
+                           return std::to_string(s.nodes) + "x" + std::to_string(s.local) + "_window" +
+                                  std::to_string(std::get<1>(i.param));
                          });
 
 // rmaccAlltoAll captured (fixed counts, data a kernel writes before each replay), replays
