@@ -70,9 +70,10 @@ CapturedCall& CapturedCalls::acquire() {
   return *s;
 }
 
-void CapturedCalls::record(Stream& user, AlltoallvArgs args) {
+std::pair<CapturedCall*, uint64_t> CapturedCalls::record(Stream& user, AlltoallvArgs args) {
   const bool graph = user.capturing();
   CapturedCall* site;
+  uint64_t run = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (graph) {
@@ -85,6 +86,7 @@ void CapturedCalls::record(Stream& user, AlltoallvArgs args) {
       if (added) it->second = &acquire();
       site = it->second;
       site->queued.push_back(std::move(args));
+      run = ++site->runsRecorded;
     }
   }
   const AlltoallvArgs& a = graph ? site->args : site->queued.back();
@@ -100,6 +102,7 @@ void CapturedCalls::record(Stream& user, AlltoallvArgs args) {
   const MemOpDesc wait{true, site->done, 1};
   user.memOps(&wait, 1);
   if (graph) user.tieToCapture(&CapturedCalls::onGraphDestroyed, site);
+  return {site, run};
 }
 
 // The stream reached the call. The arguments are taken here, in stream order, so that a

@@ -43,8 +43,10 @@ class CapturedCalls {
 
   // Records the call's part on `user` (the sequence above): under capture in a site of its own
   // tied to the graph, which replays `args` every time; otherwise in the stream's site, whose
-  // runs take queued arguments in order.
-  void record(Stream& user, AlltoallvArgs args);
+  // runs take queued arguments in order. Returns the site and, for a stream site, the number
+  // of this run (CapturedCall::runsEnqueued reaches it once its work is enqueued); 0 under
+  // capture.
+  std::pair<CapturedCall*, uint64_t> record(Stream& user, AlltoallvArgs args);
 
   // Stores 1 in the site's done flag from the CPU: its run failed before its work was enqueued
   // (the executor stores it otherwise, as part of the call's work).
@@ -83,6 +85,8 @@ struct CapturedCall {
   bool graph = false;                 // a graph's site (held until the graphs are destroyed)
   AlltoallvArgs args;                 // graph site: the call's arguments
   std::deque<AlltoallvArgs> queued;   // stream site: arguments of calls not yet run
+  uint64_t runsRecorded = 0;          // stream site: calls recorded (guarded by the pool)
+  uint64_t runsEnqueued = 0;          // runs whose work the engine enqueued (guarded by it)
 };
 
 }  // namespace rmacc

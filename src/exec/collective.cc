@@ -119,7 +119,14 @@ bool CollectiveEngine::triggeredBy(Stream& user) {
 
 uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   if (user && triggeredBy(*user)) {
-    captured_->record(*user, std::move(args));
+    auto [site, run] = captured_->record(*user, std::move(args));
+    // Outside a capture the caller is still here: as for any call (below), wait a while for
+    // the run's work to be enqueued, here once the stream reaches it.
+    if (run && ctx_.cfg.enqueueWaitMs > 0) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, std::chrono::steady_clock::now() + std::chrono::milliseconds(ctx_.cfg.enqueueWaitMs),
+                     [&] { return site->runsEnqueued >= run || stop_; });
+    }
     return 0;
   }
   if (!args.rejected.empty()) user = nullptr;  // it moves nothing on the stream
@@ -175,6 +182,8 @@ void CollectiveEngine::trigger(CapturedCall& site, AlltoallvArgs args) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_ || ctx_.failures.asyncError() != rmaccSuccess) {
     captured_->release(site);
+    ++site.runsEnqueued;
+    cv_.notify_all();
     return;
   }
   Task task;
@@ -252,6 +261,7 @@ void CollectiveEngine::progressLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       busy_ = false;
       enqueuedSeq_ = task.seq;
+      if (task.site) ++task.site->runsEnqueued;
     }
     cv_.notify_all();
   }
