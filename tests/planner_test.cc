@@ -271,8 +271,9 @@ TEST(Planner, RelayPacksBlocksInLocalRankOrder) {
     const Op& op = p.ranks[1].ops[i];
     if (op.peer == 5) got.push_back(formatOp(op, 1, i).substr(formatOp(op, 1, i).find("->")));
   }
-  EXPECT_EQ(got, (std::vector<std::string>{"-> r5 relay+0 <- send[4]+0 30B sig(coll,relay)",
-                                           "-> r5 relay+0x1e <- send[7]+0 20B sig(coll,relay)"}));
+  // One put gathers both blocks (r6's is empty, r5's own goes direct) and signals once.
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "-> r5 relay+0 <- gather{send[4]+0 30B, send[7]+0 20B} 50B sig(coll,relay)"}));
   // r5 forwards the two blocks, then round 2's payload from r9 in slot 1.
   auto fwd = find(p, 5, [](const Op& op) { return op.src.region == Region::kRelay; });
   ASSERT_GE(fwd.size(), 3u);
@@ -289,7 +290,7 @@ TEST(Planner, RelayPacksBlocksInLocalRankOrder) {
   auto waits = find(p, 5, isRelayWait);
   ASSERT_EQ(waits.size(), 2u);
   EXPECT_EQ(p.ranks[5].ops[waits[0]].peer, 1);
-  EXPECT_EQ(p.ranks[5].ops[waits[0]].count, 2u);
+  EXPECT_EQ(p.ranks[5].ops[waits[0]].count, 1u);
   EXPECT_EQ(p.ranks[5].ops[waits[1]].peer, 9);
   EXPECT_EQ(p.after.relaySteps[5], 2u);
   expectGood({p});
@@ -563,6 +564,27 @@ TEST(VerifierRejects, MisroutedOffsets) {
   ASSERT_FALSE(f.empty());
   fwd.ranks[2].ops[f[0]].dst.offset += 1;
   expectCaught({fwd}, "reads relay bytes of");
+}
+
+// A gathering put's segments are checked one by one: swapped, each lands where the other's
+// bytes belong; short of the put's bytes, the put is malformed.
+TEST(VerifierRejects, MisroutedGatherSegments) {
+  const Topology t = Topology::blocks(2, 4);
+  const auto b = counts(8, [](int s, int d) { return 5 + s + d; });
+  auto gathers = [](const Plan& p) {
+    return find(p, 0, [](const Op& op) { return op.gather.size() >= 2; });
+  };
+  Plan swapped = planOf(t, b, opts(4096, 2));
+  auto g = gathers(swapped);
+  ASSERT_EQ(g.size(), 1u);  // r0's payload for node 1: r5, r6, r7 in one put
+  auto& segs = swapped.ranks[0].ops[g[0]].gather;
+  ASSERT_EQ(segs.size(), 3u);
+  std::swap(segs[0], segs[1]);
+  expectCaught({swapped}, "belongs at relay+");
+
+  Plan shortened = planOf(t, b, opts(4096, 2));
+  shortened.ranks[0].ops[gathers(shortened)[0]].gather.pop_back();
+  expectCaught({shortened}, "gather segments hold");
 }
 
 TEST(VerifierRejects, LaneOrderThatDeadlocks) {

@@ -55,6 +55,12 @@ void forEachPiece(uint64_t len, uint64_t maxPut, F&& f) {
   for (uint64_t off = 0; off < len; off += maxPut) f(off, std::min(maxPut, len - off));
 }
 inline uint64_t pieceCount(uint64_t len, uint64_t maxPut) { return (len + maxPut - 1) / maxPut; }
+// Appends to `out` the sources of payload bytes [lo, hi): one segment per block they overlap,
+// in payload order.
+void appendSegments(const std::vector<Block>& blocks, uint64_t lo, uint64_t hi,
+                    std::vector<Segment>& out);
+// A put whose gather holds one segment reads it as its plain src (nothing to gather).
+void settleGather(Op& op);
 // Bytes per relay chunk of one writer's round payload of `total` bytes (its bytes for one relay
 // in one node round): a slot, or less to make Options::minChunksPerRound chunks of at least
 // minChunkBytes. A function of the total alone, so the global planner, the per-rank planner,

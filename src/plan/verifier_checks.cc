@@ -68,6 +68,23 @@ std::string opText(const Plan& plan, int call, int rank, int index) {
   return strprintf("call %d: %s", call, formatOp(plan.ranks[rank].ops[index], rank, index).c_str());
 }
 
+// A gathering put carries one relay chunk from send blocks: the one shape the executor and the
+// proxy take (executor.cc, net/proxy.h ProxyPut::gather).
+template <typename What>
+void checkGather(const Op& op, const What& what) {
+  if (op.kind != OpKind::kPut || op.lane != Lane::kProxyPut || op.dst.region != Region::kRelay)
+    fail("%s: only a proxy put into a relay buffer may gather", what().c_str());
+  uint64_t total = 0;
+  for (const Segment& s : op.gather) {
+    if (s.src.region != Region::kSend || s.bytes == 0)
+      fail("%s: a gather segment must be bytes of a send block", what().c_str());
+    total += s.bytes;
+  }
+  if (total != op.bytes)
+    fail("%s: gather segments hold %llu bytes, the put %llu", what().c_str(),
+         (unsigned long long)total, (unsigned long long)op.bytes);
+}
+
 void checkOp(const Plan& plan, int call, int r, int i) {
   const Op& op = plan.ranks[r].ops[i];
   const Topology& t = plan.topo;
@@ -90,6 +107,7 @@ void checkOp(const Plan& plan, int call, int r, int i) {
       op.sigIdx >= RMACC_MAX_SIGNALS) {
     fail("%s: no such signal (ctx %d, sig %d)", what().c_str(), op.ctx, op.sigIdx);
   }
+  if (!op.gather.empty()) checkGather(op, what);
   const bool local = t.sameNode(r, op.peer);
   const bool isPut = op.kind == OpKind::kPut;
   const Lane want = isPut ? (local ? Lane::kCePut : Lane::kProxyPut)
