@@ -253,8 +253,9 @@ TEST(Planner, TwoByTwoHandChecked) {
 }
 
 // 3 nodes x 4. Relay r5 = (1,1) gets round 1 from r1 = (0,1) and round 2 from r9 = (2,1)
-// (deltas 0,1,2). r1's blocks for node 1: r4 30 B, r5 99 B (direct), r6 empty, r7 20 B.
-TEST(Planner, RelayPacksBlocksInLocalRankOrder) {
+// (deltas 0,1,2). r1's blocks for node 1: r4 30 B, r5 99 B (direct), r6 empty, r7 20 B; the
+// payload runs from r5's successor on (payloadLocal): r6, r7, r4.
+TEST(Planner, RelayPacksBlocksFromTheRelaysSuccessorOn) {
   const Topology t = Topology::blocks(3, 4);
   auto b = counts(12, [](int s, int d) { return (uint64_t)(s * 7 + d * 3) % 11 + 1; });
   b[1 * 12 + 4] = 30;
@@ -273,16 +274,16 @@ TEST(Planner, RelayPacksBlocksInLocalRankOrder) {
   }
   // One put gathers both blocks (r6's is empty, r5's own goes direct) and signals once.
   EXPECT_EQ(got, (std::vector<std::string>{
-                     "-> r5 relay+0 <- gather{send[4]+0 30B, send[7]+0 20B} 50B sig(coll,relay)"}));
+                     "-> r5 relay+0 <- gather{send[7]+0 20B, send[4]+0 30B} 50B sig(coll,relay)"}));
   // r5 forwards the two blocks, then round 2's payload from r9 in slot 1.
   auto fwd = find(p, 5, [](const Op& op) { return op.src.region == Region::kRelay; });
   ASSERT_GE(fwd.size(), 3u);
   const Op& f0 = p.ranks[5].ops[fwd[0]];
   const Op& f1 = p.ranks[5].ops[fwd[1]];
-  EXPECT_EQ(f0.peer, 4);
+  EXPECT_EQ(f0.peer, 7);
   EXPECT_EQ(f0.dst.block, 1);
-  EXPECT_EQ(f1.peer, 7);
-  EXPECT_EQ(f1.src.offset, 30u);
+  EXPECT_EQ(f1.peer, 4);
+  EXPECT_EQ(f1.src.offset, 20u);
   for (size_t k = 2; k < fwd.size(); ++k) {
     EXPECT_EQ(p.ranks[5].ops[fwd[k]].dst.block, 9);
     EXPECT_GE(p.ranks[5].ops[fwd[k]].src.offset, slot);

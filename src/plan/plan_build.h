@@ -30,6 +30,15 @@ enum Phase : int {
 };
 constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;
 
+// Local rank of the m-th block (m = 0 .. L-2) of a relay payload, on a node of L ranks, into
+// the relay of local rank `relay`: the relay's node-mates in local-rank order starting after the
+// relay (its own block goes direct). Rotated so that the relays of a node, forwarding at the
+// same time, start on different peers and end on different peers: in plain local order every
+// relay's first forward went to local rank 0 and its last to rank L-1, whose NVLink ingress
+// then carried L-1 forwards at once (rmacc-sim, 2 x 8 at 256 MiB: the last chunk's forwards
+// took 300 us instead of 42). Every party that lays out or reads a payload uses this order.
+inline int payloadLocal(int relay, int L, int m) { return (relay + 1 + m) % L; }
+
 // One block of a round payload: the bytes the writer sends to `dest`, at `start` in the payload.
 struct Block {
   int dest;

@@ -30,7 +30,7 @@ namespace rmacc::plan {
 namespace {
 
 // What relay R receives in one round from one writer W: W's blocks for R's node-mates, back to
-// back in local-rank order, empty blocks skipped (PRIOR_ART §1.1 packing; R's own block goes
+// back in local-rank order from R's successor on (payloadLocal), empty blocks skipped (PRIOR_ART §1.1 packing; R's own block goes
 // direct). With nodes of different sizes R may have several writers in a round (all ranks of
 // the sending node on R's rail, Topology::railLocal), or none.
 struct Payload {
@@ -167,10 +167,10 @@ std::vector<Payload> Planner::payloadsOf(int relay, int k) const {
   for (int wi = i; wi < topo_.nodeSize(from) && L > 1; wi += L) {
     Payload p;
     p.writer = topo_.rankAt(from, wi);
-    for (int j = 0; j < L; ++j) {
-      const int d = topo_.rankAt(node, j);
+    for (int m = 0; m + 1 < L; ++m) {
+      const int d = topo_.rankAt(node, payloadLocal(i, L, m));
       const uint64_t len = count(p.writer, d);
-      if (j == i || len == 0) continue;
+      if (len == 0) continue;
       p.blocks.push_back({d, p.total, len});
       p.total += len;
     }

@@ -181,16 +181,16 @@ void RankPlanner::addIntraNode() {
 }
 
 // The round-k relay payload this rank writes (m < 0) or forwards for its m-th writer: blocks
-// for the local ranks of the receiving node but the relay's own, in local order, empty ones
-// skipped.
+// for the local ranks of the receiving node but the relay's own, in payload order
+// (payloadLocal), empty ones skipped.
 const std::vector<Block>& RankPlanner::payload(int k, int m, uint64_t* total) {
   std::vector<Block>& blocks = s_.blocks;
   blocks.clear();
   const int node = m >= 0 ? node_ : topo_.sendNode(node_, k);
-  const int skip = m >= 0 ? i_ : topo_.railLocal(i_, node);
+  const int skip = m >= 0 ? i_ : topo_.railLocal(i_, node), L = topo_.nodeSize(node);
   *total = 0;
-  for (int j = 0; j < topo_.nodeSize(node); ++j) {
-    if (j == skip) continue;
+  for (int q = 0; q + 1 < L; ++q) {
+    const int j = payloadLocal(skip, L, q);
     const int d = topo_.rankAt(node, j);
     const uint64_t len = m >= 0 ? relayIn(k, m, j) : send(d);
     if (len == 0) continue;

@@ -24,7 +24,7 @@ std::vector<uint64_t> relayStepsBefore(const Plan& plan) {
 
 // Recomputes DESIGN.md §2's relay layout from the count matrix: round k, relay r, writers
 // w = (node r - delta_k, local rank l) with l mod (size of r's node) = rail of r, in order; w's blocks for r's node-mates back to back in local-rank
-// order, empty ones skipped; ceil(total / chunkBytes(total)) steps numbered on from Plan::before.
+// order from r's successor on (payloadLocal), empty ones skipped; ceil(total / chunkBytes(total)) steps numbered on from Plan::before.
 RelayOracle::RelayOracle(const Plan& plan)
     : n_(plan.topo.nRanks()), slotBytes_(plan.options.slotBytes),
       slots_((uint64_t)plan.options.slots), relay_((size_t)n_ * n_, -1),
@@ -42,10 +42,10 @@ RelayOracle::RelayOracle(const Plan& plan)
       for (int wi = rail; L > 1 && wi < t.nodeSize(from); wi += L) {
         const int w = t.rankAt(from, wi);
         uint64_t pos = 0;
-        for (int j = 0; j < L; ++j) {
-          const int d = t.rankAt(node, j);
+        for (int m = 0; m + 1 < L; ++m) {
+          const int d = t.rankAt(node, payloadLocal(rail, L, m));
           const uint64_t len = plan.bytes[key(w, d)];
-          if (j == rail || len == 0) continue;
+          if (len == 0) continue;
           relay_[key(w, d)] = r;
           firstStep_[key(w, d)] = after_[r];
           start_[key(w, d)] = pos;
