@@ -7,7 +7,7 @@
 // its own destination, as a relay's forwards go to different peers. rmacc-sim's per-op costs
 // come from this (tools/sim/cluster.cc, bench/RESULTS.md §7.5).
 //
-// Build: nvcc -O2 -arch=sm_90 -o batch_probe batch_probe.cu -lcuda
+// Build (in bench/): nvcc -O2 -arch=sm_90 -o batch_probe batch_probe.cu -lcuda
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -17,22 +17,7 @@
 #include <functional>
 #include <vector>
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
-#define CU(x)                                                      \
-  do {                                                             \
-    CUresult r_ = (x);                                             \
-    if (r_ != CUDA_SUCCESS) {                                      \
-      fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #x, r_); \
-      exit(1);                                                     \
-    }                                                              \
-  } while (0)
+#include "probe_check.h"
 
 namespace {
 
@@ -61,6 +46,19 @@ double timeOnDevice(const std::function<void()>& work) {
   }
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
+}
+
+// One cuStreamBatchMemOp of k 64-bit writes of `value`, each to its own word at `base`.
+void enqueueWrites(std::vector<CUstreamBatchMemOpParams>& ops, int k, CUdeviceptr base,
+                   uint64_t value) {
+  for (int i = 0; i < k; ++i) {
+    ops[i] = {};
+    ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    ops[i].writeValue.address = base + i * 64;
+    ops[i].writeValue.value64 = value;
+    ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  }
+  CU(cuStreamBatchMemOp(stream, k, ops.data(), 0));
 }
 
 }  // namespace
@@ -117,14 +115,7 @@ int main() {
     std::vector<CUstreamBatchMemOpParams> ops(k);
     const double batch = timeOnDevice([&] {
       ++value;
-      for (int i = 0; i < k; ++i) {
-        ops[i] = {};
-        ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-        ops[i].writeValue.address = flagsDev + i * 64;
-        ops[i].writeValue.value64 = value;
-        ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-      }
-      CU(cuStreamBatchMemOp(stream, k, ops.data(), 0));
+      enqueueWrites(ops, k, flagsDev, value);
     });
     printf("write %d 8 %.2f %.2f\n", k, each, batch);
   }
@@ -142,14 +133,7 @@ int main() {
         ++value;
         if (k == 1) CK(cudaMemcpyAsync(d[0], s[0], bytes, cudaMemcpyDefault, stream));
         else CK(cudaMemcpyBatchAsync(d.data(), s.data(), n.data(), k, &attr, &attrIdx, 1, stream));
-        for (int i = 0; i < k; ++i) {
-          ops[i] = {};
-          ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-          ops[i].writeValue.address = flagsDev + i * 64;
-          ops[i].writeValue.value64 = value;
-          ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-        }
-        CU(cuStreamBatchMemOp(stream, k, ops.data(), 0));
+        enqueueWrites(ops, k, flagsDev, value);
       });
       printf("copies+writes %d %zu - %.2f\n", k, bytes, both);
     }
