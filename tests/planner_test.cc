@@ -253,8 +253,9 @@ TEST(Planner, TwoByTwoHandChecked) {
 }
 
 // 3 nodes x 4. Relay r5 = (1,1) gets round 1 from r1 = (0,1) and round 2 from r9 = (2,1)
-// (deltas 0,1,2). r1's blocks for node 1: r4 30 B, r5 99 B (direct), r6 empty, r7 20 B.
-TEST(Planner, RelayPacksBlocksInLocalRankOrder) {
+// (deltas 0,1,2). r1's blocks for node 1: r4 30 B, r5 99 B (direct), r6 empty, r7 20 B; the
+// payload runs from r5's successor on (payloadLocal): r6, r7, r4.
+TEST(Planner, RelayPacksBlocksFromTheRelaysSuccessorOn) {
   const Topology t = Topology::blocks(3, 4);
   auto b = counts(12, [](int s, int d) { return (uint64_t)(s * 7 + d * 3) % 11 + 1; });
   b[1 * 12 + 4] = 30;
@@ -271,17 +272,18 @@ TEST(Planner, RelayPacksBlocksInLocalRankOrder) {
     const Op& op = p.ranks[1].ops[i];
     if (op.peer == 5) got.push_back(formatOp(op, 1, i).substr(formatOp(op, 1, i).find("->")));
   }
-  EXPECT_EQ(got, (std::vector<std::string>{"-> r5 relay+0 <- send[4]+0 30B sig(coll,relay)",
-                                           "-> r5 relay+0x1e <- send[7]+0 20B sig(coll,relay)"}));
+  // One put gathers both blocks (r6's is empty, r5's own goes direct) and signals once.
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "-> r5 relay+0 <- gather{send[7]+0 20B, send[4]+0 30B} 50B sig(coll,relay)"}));
   // r5 forwards the two blocks, then round 2's payload from r9 in slot 1.
   auto fwd = find(p, 5, [](const Op& op) { return op.src.region == Region::kRelay; });
   ASSERT_GE(fwd.size(), 3u);
   const Op& f0 = p.ranks[5].ops[fwd[0]];
   const Op& f1 = p.ranks[5].ops[fwd[1]];
-  EXPECT_EQ(f0.peer, 4);
+  EXPECT_EQ(f0.peer, 7);
   EXPECT_EQ(f0.dst.block, 1);
-  EXPECT_EQ(f1.peer, 7);
-  EXPECT_EQ(f1.src.offset, 30u);
+  EXPECT_EQ(f1.peer, 4);
+  EXPECT_EQ(f1.src.offset, 20u);
   for (size_t k = 2; k < fwd.size(); ++k) {
     EXPECT_EQ(p.ranks[5].ops[fwd[k]].dst.block, 9);
     EXPECT_GE(p.ranks[5].ops[fwd[k]].src.offset, slot);
@@ -289,7 +291,7 @@ TEST(Planner, RelayPacksBlocksInLocalRankOrder) {
   auto waits = find(p, 5, isRelayWait);
   ASSERT_EQ(waits.size(), 2u);
   EXPECT_EQ(p.ranks[5].ops[waits[0]].peer, 1);
-  EXPECT_EQ(p.ranks[5].ops[waits[0]].count, 2u);
+  EXPECT_EQ(p.ranks[5].ops[waits[0]].count, 1u);
   EXPECT_EQ(p.ranks[5].ops[waits[1]].peer, 9);
   EXPECT_EQ(p.after.relaySteps[5], 2u);
   expectGood({p});
@@ -563,6 +565,27 @@ TEST(VerifierRejects, MisroutedOffsets) {
   ASSERT_FALSE(f.empty());
   fwd.ranks[2].ops[f[0]].dst.offset += 1;
   expectCaught({fwd}, "reads relay bytes of");
+}
+
+// A gathering put's segments are checked one by one: swapped, each lands where the other's
+// bytes belong; short of the put's bytes, the put is malformed.
+TEST(VerifierRejects, MisroutedGatherSegments) {
+  const Topology t = Topology::blocks(2, 4);
+  const auto b = counts(8, [](int s, int d) { return 5 + s + d; });
+  auto gathers = [](const Plan& p) {
+    return find(p, 0, [](const Op& op) { return op.gather.size() >= 2; });
+  };
+  Plan swapped = planOf(t, b, opts(4096, 2));
+  auto g = gathers(swapped);
+  ASSERT_EQ(g.size(), 1u);  // r0's payload for node 1: r5, r6, r7 in one put
+  auto& segs = swapped.ranks[0].ops[g[0]].gather;
+  ASSERT_EQ(segs.size(), 3u);
+  std::swap(segs[0], segs[1]);
+  expectCaught({swapped}, "belongs at relay+");
+
+  Plan shortened = planOf(t, b, opts(4096, 2));
+  shortened.ranks[0].ops[gathers(shortened)[0]].gather.pop_back();
+  expectCaught({shortened}, "gather segments hold");
 }
 
 TEST(VerifierRejects, LaneOrderThatDeadlocks) {

@@ -211,6 +211,66 @@ TEST(ProxyTest, UnorderedCompletionsHoldTheSignalBack) {
   });
 }
 
+// A gathering put (ProxyPut::gather: a relay chunk of several send blocks) of 11 scattered
+// sources, cut into writes of at most 4096 bytes and the provider's iov limit: its bytes land
+// back to back and it signals once, after all of its writes landed. On the unordered paths the
+// hold-back double delivers the writes' completions late and reversed: the signalling write
+// must still go last.
+TEST_P(SplitPutTest, GatheredPutSignalsOnceAfterAllWritesLanded) {
+  SKIP_WITHOUT_TCP();
+  bool emulate = GetParam();
+  test::runRanks(2, netOptions(), [emulate](const RankContext& c) {
+    const size_t kPiece = 4096, kSources = 11, kStride = 3 * kPiece;
+    auto lenOf = [&](size_t k) { return 1 + (k * 2777) % (2 * kPiece); };
+    size_t total = 0;
+    for (size_t k = 0; k < kSources; ++k) total += lenOf(k);
+    FabricOptions fo;
+    fo.assumeUnorderedWrites = fo.forceLocalRegistration = emulate;
+    ProxyRank pr(c, 2 * total, kPiece, 60, fo, /*holdBackCompletions=*/emulate && c.rank == 0);
+    ProxyQueue* q = pr.proxy->createQueue();
+    const int kRounds = 3;
+    if (c.rank == 0) {
+      std::vector<uint8_t> src(kSources * kStride);
+      for (int k = 0; k < kRounds; ++k) {
+        fill(src.data(), src.size(), 0, 1, k);
+        ProxyPut put = pr.put(1, nullptr, total, (k % 2) * total, kCtxData, 6);
+        for (size_t i = 0; i < kSources; ++i)
+          put.gather.push_back({src.data() + i * kStride, lenOf(i), nullptr});
+        uint64_t seq = q->post(put);
+        pr.release(q, seq);
+        pr.waitAtLeast(q->done(), seq);
+        pr.waitAtLeast(pr.sig(kCtxAck, 0, 1), k + 1);  // rank 1 checked it
+      }
+      if (emulate) {
+        EXPECT_EQ(pr.holdBack->violations(), 0u) << "the signalling write went before the others";
+        EXPECT_GT(pr.holdBack->gathers(), 0u) << "no write took several sources";
+        EXPECT_GT(pr.holdBack->reordered(), 0u) << "the double never reordered anything";
+      }
+      ProxyPut bad = pr.put(1, nullptr, total + 1, 0, kCtxData, 6);
+      bad.gather.push_back({src.data(), total, nullptr});
+      expectError(rmaccInvalidArgument, "a gather short of its bytes", [&] { q->post(bad); });
+    } else {
+      std::vector<uint8_t> want(kSources * kStride), got;
+      uint64_t lastAck = 0;
+      for (int k = 0; k < kRounds; ++k) {
+        pr.waitAtLeast(pr.sig(kCtxData, 6, 0), k + 1);
+        fill(want.data(), want.size(), 0, 1, k);
+        got.clear();
+        for (size_t i = 0; i < kSources; ++i)
+          got.insert(got.end(), want.begin() + i * kStride, want.begin() + i * kStride + lenOf(i));
+        EXPECT_EQ(memcmp(pr.win() + (k % 2) * total, got.data(), total), 0) << "round " << k;
+        EXPECT_EQ(pr.load(pr.sig(kCtxData, 6, 0)), (uint64_t)k + 1) << "one signal per put";
+        lastAck = q->post(pr.put(0, nullptr, 0, 0, kCtxAck, 0));
+        pr.release(q, lastAck);
+      }
+      pr.waitAtLeast(q->done(), lastAck);
+      usleep(200 * 1000);  // no late extra increments
+      EXPECT_EQ(pr.load(pr.sig(kCtxData, 6, 0)), (uint64_t)kRounds);
+    }
+    pr.finish();
+  });
+}
+
 // Two queues of one rank to the same peer: B is released entirely while A is held, so B must
 // finish on its own (queues never block each other); then A. done is per queue, in order.
 TEST(ProxyTest, TwoQueuesInterleave) {

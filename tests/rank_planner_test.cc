@@ -21,11 +21,19 @@ uint64_t uniform(Rng& rng, uint64_t lo, uint64_t hi) {
   return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
 }
 
+bool sameLoc(const Loc& a, const Loc& b) {
+  return a.region == b.region && a.block == b.block && a.offset == b.offset;
+}
+
+bool sameGather(const std::vector<Segment>& a, const std::vector<Segment>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Segment& x, const Segment& y) {
+    return sameLoc(x.src, y.src) && x.bytes == y.bytes;
+  });
+}
+
 bool sameOp(const Op& a, const Op& b) {
-  return a.kind == b.kind && a.lane == b.lane && a.batch == b.batch && a.peer == b.peer &&
-         a.src.region == b.src.region && a.src.block == b.src.block &&
-         a.src.offset == b.src.offset && a.dst.region == b.dst.region &&
-         a.dst.block == b.dst.block && a.dst.offset == b.dst.offset && a.bytes == b.bytes &&
+  return sameGather(a.gather, b.gather) && a.kind == b.kind && a.lane == b.lane && a.batch == b.batch && a.peer == b.peer &&
+         sameLoc(a.src, b.src) && sameLoc(a.dst, b.dst) && a.bytes == b.bytes &&
          a.ctx == b.ctx && a.sigIdx == b.sigIdx && a.count == b.count && a.deps == b.deps;
 }
 

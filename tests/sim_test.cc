@@ -72,6 +72,7 @@ Cluster bare(int nodes, int gpus) {
   c.pcieGBps = 1000;
   c.localCopyGBps = 1000;
   c.ceOpUs = c.memopUs = c.eventUs = c.proxyOpUs = c.signalLatencyUs = 0;
+  c.ceBatchItemUs = c.memopBatchItemUs = 0;
   c.hostFixedUs = c.enqueueUsPerOp = 0;
   return c;
 }
@@ -134,6 +135,72 @@ TEST(SimModel, RelayWithOneSlotWaitsForTheCredit) {
   Result two = simulate(relayPlan(false), c);
   EXPECT_NEAR(two.timeUs, 55, 1e-6);
   EXPECT_EQ(two.relayHighWater, 20000u);
+}
+
+// The executor hands a stream's consecutive CE puts to the backend as one copy batch and one
+// batch of signal writes (executor.cc); the model charges it so. r0 forwards 10,000 bytes to
+// each of r1..r3 at 10,000 bytes/us out of its copy engines: as one call, the launch is 2 us +
+// 2 x 0.5 for the further copies, the three copies share the link (3 us), then the signals at
+// +1, +0.25, +0.25 and each receiver's wait 1 us later: 8.5 us. With a proxy put between the
+// forwards in op order, the executor flushes its batch at each: three calls of launch 2 +
+// copy 1 + signal 1, one after the other, and the last receiver done at 13 us.
+TEST(SimModel, ConsecutiveForwardsAreOneBackendCall) {
+  Cluster c = bare(2, 4);
+  c.ceOpUs = 2;
+  c.ceBatchItemUs = 0.5;
+  c.memopUs = 1;
+  c.memopBatchItemUs = 0.25;
+  auto plan = [](bool interleaved) {
+    const int kColl = plan::kPlanCtxColl;
+    plan::Plan p;
+    p.topo = Topology::blocks(2, 4);
+    p.bytes.assign(64, 0);
+    p.ranks.resize(8);
+    auto& r0 = p.ranks[0].ops;
+    for (int d = 1; d <= 3; ++d) {
+      p.bytes[d] = 10000;
+      r0.push_back(op(OpKind::kPut, Lane::kCePut, d, 10000, kColl, plan::kSigData, 0, {},
+                      Region::kRelay, Region::kRecv));
+      if (interleaved)
+        r0.push_back(op(OpKind::kPut, Lane::kProxyPut, 4, 0, kColl, plan::kSigData, 0, {}));
+      p.ranks[d].ops.push_back(op(OpKind::kWait, Lane::kCeWait, 0, 0, kColl, plan::kSigData, 1, {}));
+    }
+    if (interleaved)
+      p.ranks[4].ops.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kColl, plan::kSigData, 3, {}));
+    return p;
+  };
+  EXPECT_NEAR(simulate(plan(false), c).timeUs, 8.5, 1e-9);
+  EXPECT_NEAR(simulate(plan(true), c).timeUs, 13, 1e-9);
+}
+
+// A gathering put costs the proxy one write per iovLimit runs of sources adjacent in the send
+// buffer (blocks packed in rank order), at both ends. r0 puts 3 x 1,000 bytes of r5's, r6's
+// and r7's blocks into r4's relay, proxy 1 us a write, NIC 1,000 bytes/us, latency 5: one write
+// is 1 + 3 + 5 + 1 = 10 us; with blocks of 2,000 bytes the three segments are three runs, two
+// writes with an iov limit of 2: 2 + 3 + 5 + 2 = 12 us.
+TEST(SimModel, GatheredPutPaysOneProxyOpPerWrite) {
+  auto time = [](uint64_t block, int iovLimit) {
+    Cluster c = bare(2, 4);
+    c.proxyOpUs = 1;
+    c.iovLimit = iovLimit;
+    plan::Plan p;
+    p.topo = Topology::blocks(2, 4);
+    p.bytes.assign(64, 0);
+    p.ranks.resize(8);
+    Op put = op(OpKind::kPut, Lane::kProxyPut, 4, 3000, plan::kPlanCtxColl, plan::kSigRelay, 0,
+                {}, Region::kNone, Region::kRelay);
+    for (int d = 5; d <= 7; ++d) {
+      p.bytes[d] = block;
+      put.gather.push_back({{Region::kSend, d, 0}, 1000});
+    }
+    p.ranks[0].ops.push_back(put);
+    p.ranks[4].ops.push_back(
+        op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigRelay, 1, {}));
+    return simulate(p, c).timeUs;
+  };
+  EXPECT_NEAR(time(1000, 1), 10, 1e-9) << "adjacent blocks are one source";
+  EXPECT_NEAR(time(2000, 4), 10, 1e-9) << "three sources fit one write";
+  EXPECT_NEAR(time(2000, 2), 12, 1e-9) << "three sources take two writes of two";
 }
 
 // The real planner on 2 nodes x 1 GPU: entry signal (latency 5), the put of half the bytes at

@@ -297,8 +297,9 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
       for (int j = 0; j < L_; ++j) total += j == local_ ? 0 : row[j];
       const uint64_t chunk = plan::chunkBytes(total, options_);
       uint64_t start = 0;
-      for (int j = 0; j < L_; ++j) {
-        const uint64_t len = j == local_ ? 0 : row[j];
+      for (int q = 0; q + 1 < L_; ++q) {  // in payload order
+        const int j = plan::payloadLocal(local_, L_, q);
+        const uint64_t len = row[j];
         const plan::BlockForwards f = plan::blockForwards(start, len, chunk, options_.maxPutBytes);
         fwd[j] += f.pieces;
         if (f.pieces) last[j] = std::max<int64_t>(last[j], (int64_t)(pos + f.endChunk));

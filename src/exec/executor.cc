@@ -1,6 +1,7 @@
 #include "exec/executor.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "core/error.h"
@@ -118,13 +119,18 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
       return;
     }
     case OpKind::kPut: {
+      if (!op.gather.empty()) {
+        const std::vector<FabricIov> srcs = gatherSources(op, b);
+        rma.putGather(s, srcs.data(), srcs.size(), op.peer, b.peerRelay[op.peer], op.dst.offset,
+                      op.ctx, op.sigIdx, /*waitDone=*/false);
+        noteRelayWrite(op);
+        return;
+      }
       const void* src = op.bytes ? local(op.src, b) : nullptr;
       if (op.bytes == 0) {
         rma.signal(s, op.peer, op.ctx, op.sigIdx, /*waitDone=*/false);
       } else if (op.dst.region == Region::kRelay) {
-        uint64_t end = op.dst.offset + op.bytes;
-        if (end > relayHighWater_.load(std::memory_order_relaxed))
-          relayHighWater_.store(end, std::memory_order_relaxed);
+        noteRelayWrite(op);
         rma.put(s, src, op.bytes, op.peer, b.peerRelay[op.peer], op.dst.offset, op.ctx,
                 op.sigIdx, /*waitDone=*/false);
       } else {
@@ -177,6 +183,44 @@ bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers&
 // backend call each: a store that follows another to the same flag replaces it (the proxy
 // issues every post up to the value it reads, and nothing ran between the two stores).
 bool Executor::batchProxyPut(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
+  WriteDesc ready;
+  if (!op.gather.empty()) {
+    const std::vector<FabricIov> srcs = gatherSources(op, b);
+    if (!rma_.postUnreleased(s, srcs.data(), srcs.size(), op.peer, b.peerRelay[op.peer],
+                             op.dst.offset, op.ctx, op.sigIdx, &ready))
+      return false;  // staged: enqueueOp stages it chunk by chunk
+  } else if (!postPut(s, op, b, &ready)) {
+    return false;
+  }
+  if (op.bytes && op.dst.region == Region::kRelay) noteRelayWrite(op);
+  if (!batch.empty() && batch.stream != &s) flush(batch);
+  if (batch.readyLast && batch.memOps.back().addr == ready.addr) {
+    batch.memOps.back().value = ready.value;
+  } else {
+    pushMemOp(batch, s, {false, ready.addr, ready.value});
+    batch.ordered = true;
+  }
+  batch.readyLast = true;
+  return true;
+}
+
+// A gathering op's sources in this call's send buffer.
+std::vector<FabricIov> Executor::gatherSources(const Op& op, const CallBuffers& b) const {
+  RMACC_ENFORCE(op.dst.region == Region::kRelay, "a gathering put that does not write a relay");
+  std::vector<FabricIov> srcs;
+  srcs.reserve(op.gather.size());
+  for (const plan::Segment& g : op.gather) srcs.push_back({local(g.src, b), g.bytes, nullptr});
+  return srcs;
+}
+
+void Executor::noteRelayWrite(const Op& op) {
+  const uint64_t end = op.dst.offset + op.bytes;
+  if (end > relayHighWater_.load(std::memory_order_relaxed))
+    relayHighWater_.store(end, std::memory_order_relaxed);
+}
+
+// Posts a put of one source (or a signal) unreleased; false when it must be staged.
+bool Executor::postPut(Stream& s, const Op& op, const CallBuffers& b, WriteDesc* ready) {
   const void* src = op.bytes ? local(op.src, b) : nullptr;
   PeerTarget signalOnly;
   const PeerTarget* t = &signalOnly;
@@ -190,21 +234,8 @@ bool Executor::batchProxyPut(Batch& batch, Stream& s, const Op& op, const CallBu
     t = &b.peerRecv[op.peer];
     offset = b.peerRecvOffset[op.peer][op.dst.block] + op.dst.offset;
   }
-  WriteDesc ready;
-  if (!rma_.postUnreleased(s, src, op.bytes, op.peer, *t, offset, op.ctx, op.sigIdx, &ready))
-    return false;  // staged: enqueueOp copies it out chunk by chunk
-  if (op.bytes && op.dst.region == Region::kRelay &&
-      offset + op.bytes > relayHighWater_.load(std::memory_order_relaxed))
-    relayHighWater_.store(offset + op.bytes, std::memory_order_relaxed);
-  if (!batch.empty() && batch.stream != &s) flush(batch);
-  if (batch.readyLast && batch.memOps.back().addr == ready.addr) {
-    batch.memOps.back().value = ready.value;
-  } else {
-    pushMemOp(batch, s, {false, ready.addr, ready.value});
-    batch.ordered = true;
-  }
-  batch.readyLast = true;
-  return true;
+  // staged (false): enqueueOp copies it out chunk by chunk
+  return rma_.postUnreleased(s, src, op.bytes, op.peer, *t, offset, op.ctx, op.sigIdx, ready);
 }
 
 void Executor::pushMemOp(Batch& batch, Stream& s, const MemOpDesc& m) {
@@ -292,14 +323,23 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
   };
   if (entryBarrier) barrierGate(start, c.used);
 
-  // Ops that a different stream depends on get an event recorded right after them.
+  // An op that a different stream depends on gets an event recorded right after it; of an op's
+  // deps on one stream only the latest needs one (the stream ran the others before it), and
+  // every event closes the stream's open batch (a relay's forwards of one chunk, which its
+  // credit depends on, would otherwise take one backend call each).
   std::vector<char> crossDep(ops.size(), 0);
-  for (size_t i = 0; i < ops.size(); ++i)
-    for (int d : ops[i].deps)
-      if (c.streamOf[d] != c.streamOf[i] && c.waitOnlyOf[d] < 0) crossDep[d] = 1;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (int d : ops[i].deps) {
+      if (c.streamOf[d] == c.streamOf[i] || c.waitOnlyOf[d] >= 0) continue;
+      bool latest = true;
+      for (int e : ops[i].deps) latest = latest && (e <= d || c.streamOf[e] != c.streamOf[d]);
+      if (latest) crossDep[d] = 1;
+    }
+  }
   std::vector<Event*> after(ops.size(), nullptr);
   // The latest op of stream B that stream A already waits for: older deps are implied.
   std::map<std::pair<Stream*, Stream*>, int> waited;
+  std::vector<int> deps;
 
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
@@ -311,7 +351,10 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
       continue;
     }
     startOn(s);
-    for (int d : op.deps) {
+    // Latest first: the event of an op's latest dep on a stream covers its earlier ones there.
+    deps.assign(op.deps.begin(), op.deps.end());
+    std::sort(deps.begin(), deps.end(), std::greater<int>());
+    for (int d : deps) {
       if (c.streamOf[d] == &s) continue;
       if (c.waitOnlyOf[d] >= 0) {
         holdWaits(batch, s, c, c.waitOnlyOf[d], c.waitsUpTo[d]);

@@ -103,6 +103,9 @@ class Executor {
   // Adds `op` to `batch` when it can join it (same stream, same kind); false otherwise.
   bool batchOp(Batch& batch, Stream& s, const plan::Op& op, const CallBuffers& b);
   bool batchProxyPut(Batch& batch, Stream& s, const plan::Op& op, const CallBuffers& b);
+  bool postPut(Stream& s, const plan::Op& op, const CallBuffers& b, WriteDesc* ready);
+  std::vector<FabricIov> gatherSources(const plan::Op& op, const CallBuffers& b) const;
+  void noteRelayWrite(const plan::Op& op);
   void pushMemOp(Batch& batch, Stream& s, const MemOpDesc& m);
   void flush(Batch& batch);
   void enqueueOp(Stream& s, const plan::Op& op, const CallBuffers& b);

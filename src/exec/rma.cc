@@ -51,15 +51,42 @@ size_t RmaEngine::streamsHeld() const {
 }
 
 bool RmaEngine::staged(const ProxyPut& put) const {
-  return put.bytes > 0 && (ctx_.cfg.bounceAlways || !ctx_.backend.nicAccessible(put.src));
+  if (put.bytes == 0) return false;
+  if (ctx_.cfg.bounceAlways) return true;
+  if (put.gather.empty()) return !ctx_.backend.nicAccessible(put.src);
+  for (const FabricIov& g : put.gather)
+    if (!ctx_.backend.nicAccessible(g.src)) return true;
+  return false;
 }
+
+namespace {
+
+// Calls f(src, bytes, at) for the sources of put bytes [off, off + len), `at` counting from off.
+template <typename F>
+void forEachSourceRange(const ProxyPut& put, size_t off, size_t len, F&& f) {
+  if (put.gather.empty()) {
+    f(static_cast<const char*>(put.src) + off, len, size_t{0});
+    return;
+  }
+  size_t start = 0;  // of the current source in the put
+  for (const FabricIov& g : put.gather) {
+    const size_t lo = std::max(off, start), hi = std::min(off + len, start + g.bytes);
+    if (lo < hi) f(static_cast<const char*>(g.src) + (lo - start), hi - lo, lo - off);
+    start += g.bytes;
+  }
+}
+
+}  // namespace
 
 uint64_t RmaEngine::post(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   ProxyPut p = put;
   // Providers that need sources registered: an rmaccMemAlloc source's registration is made
   // once and cached with the buffer, instead of once per put on the proxy thread.
-  if (!p.srcDesc && p.bytes > 0 && ctx_.proxy->needsSourceRegistration())
-    p.srcDesc = ctx_.memory.sourceDesc(p.src, p.bytes);
+  if (p.bytes > 0 && ctx_.proxy->needsSourceRegistration()) {
+    if (p.gather.empty() && !p.srcDesc) p.srcDesc = ctx_.memory.sourceDesc(p.src, p.bytes);
+    for (FabricIov& g : p.gather)
+      if (!g.desc) g.desc = ctx_.memory.sourceDesc(g.src, g.bytes);
+  }
   uint64_t seq = q.post(p);
   // Only a put that reads the caller's memory in place holds the stream (now or at
   // waitProxyDone) until it completed locally: a pure signal reads nothing. Waiting on those
@@ -88,11 +115,26 @@ void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
 bool RmaEngine::postUnreleased(Stream& stream, const void* src, size_t bytes, int peer,
                                const PeerTarget& target, uint64_t offset, int ctx, int sigIdx,
                                WriteDesc* ready) {
-  ProxyPut p = makeProxyPut(src, bytes, peer, target, offset, ctx, sigIdx);
+  return postReady(stream, makeProxyPut(src, bytes, peer, target, offset, ctx, sigIdx), ready);
+}
+
+bool RmaEngine::postUnreleased(Stream& stream, const FabricIov* srcs, size_t n, int peer,
+                               const PeerTarget& target, uint64_t offset, int ctx, int sigIdx,
+                               WriteDesc* ready) {
+  return postReady(stream, makeGatherPut(srcs, n, peer, target, offset, ctx, sigIdx), ready);
+}
+
+bool RmaEngine::postReady(Stream& stream, const ProxyPut& p, WriteDesc* ready) {
   if (staged(p)) return false;
   ProxyQueue& q = queueFor(stream);
   *ready = WriteDesc{q.ready(), post(stream, q, p)};
   return true;
+}
+
+void RmaEngine::putGather(Stream& stream, const FabricIov* srcs, size_t n, int peer,
+                          const PeerTarget& target, uint64_t offset, int ctx, int sigIdx,
+                          bool waitDone) {
+  proxyPut(stream, makeGatherPut(srcs, n, peer, target, offset, ctx, sigIdx), waitDone);
 }
 
 // Device memory the network cannot read: the stream stages it in pinned memory chunk by chunk
@@ -118,16 +160,22 @@ void RmaEngine::stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
                   "put of %zu bytes needs more than %zu pieces of at most %zu bytes; the completion "
                   "data counts at most %zu (the provider's largest message is too small)",
                   put.bytes, kMaxChunks, pieceMax, kMaxChunks);
+  // A gather is staged back to back: each part is plain, from the bounce ring.
+  std::vector<CopyDesc> copies;
   uint32_t prior = 0;
   for (size_t off = 0; off < put.bytes; off += chunk, ++prior) {
     ProxyPut part = put;
+    part.gather.clear();
     part.bytes = std::min(chunk, put.bytes - off);
     part.dstOffset = put.dstOffset + off;
     part.final = off + part.bytes == put.bytes;
     part.priorPieces = part.final ? prior : 0;
     char* staged = ring->reserve(stream, part.bytes, q.done());
-    CopyDesc c{staged, static_cast<const char*>(put.src) + off, part.bytes};
-    stream.copy(&c, 1);
+    copies.clear();
+    forEachSourceRange(put, off, part.bytes, [&](const char* src, size_t len, size_t at) {
+      copies.push_back({staged + at, src, len});
+    });
+    stream.copy(copies.data(), copies.size());
     part.src = staged;
     part.srcDesc = ring->desc();
     uint64_t seq = q.post(part);
@@ -187,6 +235,28 @@ ProxyPut RmaEngine::makeProxyPut(const void* src, size_t bytes, int peer,
   }
   p.ctx = ctx;
   p.sigIdx = sigIdx;
+  return p;
+}
+
+ProxyPut RmaEngine::makeGatherPut(const FabricIov* srcs, size_t n, int peer,
+                                   const PeerTarget& target, uint64_t offset, int ctx,
+                                   int sigIdx) const {
+  RMACC_ENFORCE(!ctx_.topo.sameNode(peer, ctx_.rank) && !target.landing.valid(),
+                "a gathering put goes to a registered region on another node (rank %d)", peer);
+  ProxyPut p = makeProxyPut(nullptr, 0, peer, target, offset, ctx, sigIdx);
+  for (size_t i = 0; i < n; ++i) {
+    if (srcs[i].bytes == 0) continue;
+    FabricIov* last = p.gather.empty() ? nullptr : &p.gather.back();
+    if (last && static_cast<const char*>(last->src) + last->bytes == srcs[i].src)
+      last->bytes += srcs[i].bytes;  // contiguous in memory (an alltoall's send blocks)
+    else
+      p.gather.push_back({srcs[i].src, srcs[i].bytes, nullptr});
+    p.bytes += srcs[i].bytes;
+  }
+  if (p.gather.size() == 1) {  // nothing left to gather
+    p.src = p.gather[0].src;
+    p.gather.clear();
+  }
   return p;
 }
 

@@ -43,6 +43,15 @@ class RmaEngine {
   bool postUnreleased(Stream& stream, const void* src, size_t bytes, int peer,
                       const PeerTarget& target, uint64_t offset, int ctx, int sigIdx,
                       WriteDesc* ready);
+  // The same for a put that gathers `n` sources (descs unset), written back to back from
+  // `offset` with one signal for all (ProxyPut::gather); sources adjacent in memory become one.
+  // The peer must be on another node and `target` a registered region (no landing zone).
+  bool postUnreleased(Stream& stream, const FabricIov* srcs, size_t n, int peer,
+                      const PeerTarget& target, uint64_t offset, int ctx, int sigIdx,
+                      WriteDesc* ready);
+  // put() of such a gather: staged when the sources need it, else posted and released.
+  void putGather(Stream& stream, const FabricIov* srcs, size_t n, int peer,
+                 const PeerTarget& target, uint64_t offset, int ctx, int sigIdx, bool waitDone);
   void wait(Stream& stream, const SignalWait* waits, size_t n);
   // Holds `stream` until every proxy put it posted so far no longer reads the caller's memory.
   void waitProxyDone(Stream& stream);
@@ -74,7 +83,11 @@ class RmaEngine {
   void proxyPut(Stream& stream, const ProxyPut& put, bool waitDone);
   ProxyPut makeProxyPut(const void* src, size_t bytes, int peer, const PeerTarget& target,
                         uint64_t offset, int ctx, int sigIdx) const;
+  ProxyPut makeGatherPut(const FabricIov* srcs, size_t n, int peer, const PeerTarget& target,
+                         uint64_t offset, int ctx, int sigIdx) const;
   bool staged(const ProxyPut& put) const;
+  // Posts `p` unreleased unless it must be staged (then false, nothing posted).
+  bool postReady(Stream& stream, const ProxyPut& p, WriteDesc* ready);
   // Posts an unstaged put and notes it for waitProxyDone; returns its sequence number.
   uint64_t post(Stream& stream, ProxyQueue& q, const ProxyPut& put);
   void stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put);

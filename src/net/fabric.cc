@@ -11,6 +11,9 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <sys/uio.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -308,6 +311,47 @@ bool Fabric::write(int peer, const void* src, size_t bytes, void* localDesc, uin
   if (rc == -FI_EAGAIN) return false;
   RMACC_THROW(isRemoteErrno((int)-rc) ? rmaccRemoteError : rmaccNetworkError,
               "fi_writedata of %zu bytes to rank %d: %s", bytes, peer, fi_strerror((int)-rc));
+}
+
+size_t Fabric::iovLimit() const {
+  return std::max<size_t>(1, std::min(info_->tx_attr->iov_limit, kMaxFabricIov));
+}
+
+bool Fabric::writev(int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr,
+                    uint64_t key, uint32_t data, void* context) {
+  RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < peerAddrs_.size(), "write to unknown rank %d", peer);
+  RMACC_ARG_CHECK(count >= 1 && count <= iovLimit(), "write of %zu sources (the provider takes %zu)",
+                  count, iovLimit());
+  iovec iovs[kMaxFabricIov];
+  void* descs[kMaxFabricIov];
+  size_t bytes = 0;
+  for (size_t i = 0; i < count; ++i) {
+    iovs[i] = {const_cast<void*>(iov[i].src), iov[i].bytes};
+    descs[i] = iov[i].desc;
+    bytes += iov[i].bytes;
+  }
+  RMACC_ARG_CHECK(bytes <= maxMessageBytes(), "write of %zu bytes exceeds the provider's %zu",
+                  bytes, maxMessageBytes());
+  fi_rma_iov rma{remoteAddr, bytes, key};
+  fi_msg_rma msg{};
+  msg.msg_iov = iovs;
+  msg.desc = descs;
+  msg.iov_count = count;
+  msg.addr = peerAddrs_[peer];
+  msg.rma_iov = &rma;
+  msg.rma_iov_count = 1;
+  msg.context = context;
+  msg.data = data;
+  // fi_writemsg takes its flags from the caller, not the endpoint's defaults: the same ones
+  // fi_writedata gets (FI_DELIVERY_COMPLETE on unordered providers), plus the data.
+  const uint64_t flags = info_->tx_attr->op_flags | FI_REMOTE_CQ_DATA | FI_COMPLETION;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ssize_t rc = fi_writemsg(ep_, &msg, flags);
+  if (rc == 0) return true;
+  if (rc == -FI_EAGAIN) return false;
+  RMACC_THROW(isRemoteErrno((int)-rc) ? rmaccRemoteError : rmaccNetworkError,
+              "fi_writemsg of %zu bytes in %zu parts to rank %d: %s", bytes, count, peer,
+              fi_strerror((int)-rc));
 }
 
 bool Fabric::readyToBlock() {

@@ -51,6 +51,15 @@ class MemoryRegion {
   std::mutex* domainLock_;
 };
 
+// One source of a gathering write (Fabric::writev).
+struct FabricIov {
+  const void* src = nullptr;
+  size_t bytes = 0;
+  void* desc = nullptr;  // MemoryRegion::desc() of its registration, when the provider needs one
+};
+// The most sources rmacc gives one gathering write, whatever the provider allows.
+constexpr size_t kMaxFabricIov = 16;
+
 // A completion the proxy reads off the CQ.
 struct Completion {
   enum Kind { kWriteDone, kRemoteData } kind;
@@ -118,6 +127,14 @@ class Fabric {
   // other errors. `context` comes back in a kWriteDone completion.
   virtual bool write(int peer, const void* src, size_t bytes, void* localDesc,
                      uint64_t remoteAddr, uint64_t key, uint32_t data, void* context);
+  // As write(), from `count` sources (1 <= count <= iovLimit()) written back to back from
+  // remoteAddr: one message (fi_writemsg), so one local completion and, at the peer, one
+  // completion data for all of them.
+  virtual bool writev(int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr,
+                      uint64_t key, uint32_t data, void* context);
+  // Sources one writev may take: the provider's tx iov_limit (tcp;ofi_rxm: 4), at most
+  // kMaxFabricIov.
+  size_t iovLimit() const;
   // Reads up to `max` completions (progressing the provider). Throws rmaccNetworkError or
   // rmaccRemoteError for an error completion, naming the peer when known.
   virtual size_t poll(Completion* out, size_t max);

@@ -18,7 +18,8 @@ ProxyImpl::ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks,
     : fabric_(fabric), backend_(backend), rank_(rank), nRanks_(nRanks), signals_(signals),
       layout_{nRanks}, timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll),
       trace_(options.trace), ordered_(fabric.orderedWrites()),
-      localReg_(fabric.needsLocalRegistration()), landingSources_(nRanks) {
+      localReg_(fabric.needsLocalRegistration()), iovLimit_(fabric.iovLimit()),
+      landingSources_(nRanks) {
   pieceMax_ = std::min(options.maxPieceBytes, fabric.maxMessageBytes());
   RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
   kickFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -50,7 +51,19 @@ void ProxyImpl::validate(const ProxyPut& put) const {
                   kNumContexts - 1);
   RMACC_ARG_CHECK(put.sigIdx >= 0 && put.sigIdx < RMACC_MAX_SIGNALS, "put with signal %d (max %d)",
                   put.sigIdx, RMACC_MAX_SIGNALS - 1);
-  RMACC_ARG_CHECK(put.bytes == 0 || put.src, "put of %zu bytes from a null source", put.bytes);
+  RMACC_ARG_CHECK(put.bytes == 0 || put.src || !put.gather.empty(),
+                  "put of %zu bytes from a null source", put.bytes);
+  if (!put.gather.empty()) {
+    size_t total = 0;
+    for (const FabricIov& g : put.gather) {
+      RMACC_ARG_CHECK(g.src && g.bytes > 0, "a gathering put has an empty or null source");
+      total += g.bytes;
+    }
+    RMACC_ARG_CHECK(total == put.bytes, "a gathering put's sources hold %zu bytes, the put %zu",
+                    total, put.bytes);
+    RMACC_ARG_CHECK(!put.landing.valid() && put.final && put.priorPieces == 0,
+                    "a gathering put goes straight to a registered region, in one part");
+  }
   // Even a pure signal needs a registered target: tcp;ofi_rxm silently drops a write whose
   // key does not verify (measured), so the signal would be lost instead of failing.
   RMACC_ARG_CHECK(put.dst.size > 0, "put to rank %d without a registered target region",
@@ -70,7 +83,7 @@ void ProxyImpl::validate(const ProxyPut& put) const {
                     t.sourceRow, (unsigned long long)t.region.size);
     return;  // chunks carry no piece count: each signals through its own header
   }
-  size_t pieces = piecesOf(put.bytes) + put.priorPieces;
+  size_t pieces = piecesOf(put) + put.priorPieces;
   RMACC_ARG_CHECK(put.final || put.priorPieces == 0, "a non-final part carries prior pieces");
   RMACC_ARG_CHECK(pieces <= kMaxPieces,
                   "put of %zu bytes needs %zu pieces of at most %zu bytes; the completion data "

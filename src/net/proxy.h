@@ -42,6 +42,12 @@ struct ProxyPut {
   // the pieces its predecessors sent, and the peer's signal fires once all of them landed.
   bool final = true;
   uint32_t priorPieces = 0;
+  // Non-empty: the put gathers these sources, written back to back from dstOffset (a relay
+  // chunk made of several send blocks), as few writes as the provider's iov limit and the
+  // piece size allow, one signal for all; `src` and `srcDesc` are unused and `bytes` is their
+  // total. A source without a desc is registered by the proxy when the provider needs it, as
+  // for `src`. Not with `landing` or parts (`final`).
+  std::vector<FabricIov> gather;
   // Valid for a window the network cannot write: the put goes through the peer's landing zone
   // (net/landing.h) chunk by chunk, `dst` is ignored and `dstOffset` is the offset in that
   // window. Needs bytes > 0 (a pure signal goes to the peer's signal region instead).

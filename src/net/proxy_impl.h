@@ -42,6 +42,15 @@ struct Piece {
   InFlight* put = nullptr;
 };
 
+// One write of a gathering put: from byte `offset` of source `source` on, `bytes` bytes over
+// consecutive sources, landing at `at` in the put.
+struct GatherSpan {
+  uint32_t source = 0;
+  size_t offset = 0;
+  size_t bytes = 0;
+  size_t at = 0;
+};
+
 // A put the stream released (seq <= *ready), from its first issue to its last completion.
 struct InFlight {
   uint64_t seq = 0;
@@ -54,7 +63,9 @@ struct InFlight {
   double startS = 0;  // when it was released or became the queue's head: the timeout's origin
   double releasedS = 0;  // when the proxy saw the stream's release (for the trace)
   void* desc = nullptr;                   // local descriptor of the source
-  std::unique_ptr<MemoryRegion> tempMr;   // the proxy's own registration (FI_MR_LOCAL)
+  // The proxy's own registrations of sources (FI_MR_LOCAL, or device memory with FI_MR_HMEM).
+  std::vector<std::unique_ptr<MemoryRegion>> tempMrs;
+  std::vector<GatherSpan> spans;          // a gathering put's writes, one per piece
   std::unique_ptr<Piece[]> pieces;
   bool predecessorsDone = true;  // see ProxyImpl::issue
   // A landing put (ProxyPut::landing): each chunk is two writes, the chunk into a free slot of
@@ -159,6 +170,12 @@ class ProxyImpl final : public Proxy {
   bool takeReleased(Queue& q, double now);
   bool issue(Queue& q);
   bool issuePiece(InFlight& f);
+  bool issueGatherPiece(InFlight& f);
+  // After a write of `f`'s next piece: counts it when the provider took it (false: -FI_EAGAIN).
+  bool posted(InFlight& f, bool accepted);
+  void registerSources(InFlight& f);
+  // How a gathering put is cut into writes: at most pieceMax_ bytes and iovLimit_ sources each.
+  std::vector<GatherSpan> gatherSpans(const ProxyPut& put) const;
   bool issueLandingWrite(Queue& q, InFlight& f);
   LandingSource& landingSource(int peer, uint32_t slots);
   void raiseSignal(size_t slot, uint32_t fired, int src);
@@ -178,6 +195,9 @@ class ProxyImpl final : public Proxy {
     return at.kind == MemoryPlace::Kind::kCuda ? at.device : -1;
   }
   size_t piecesOf(size_t bytes) const { return bytes == 0 ? 1 : (bytes - 1) / pieceMax_ + 1; }
+  size_t piecesOf(const ProxyPut& put) const {
+    return put.gather.empty() ? piecesOf(put.bytes) : gatherSpans(put).size();
+  }
 
   Fabric& fabric_;
   Backend& backend_;
@@ -190,6 +210,7 @@ class ProxyImpl final : public Proxy {
   const decltype(ProxyOptions::trace) trace_;
   const bool ordered_;
   const bool localReg_;
+  const size_t iovLimit_;
   size_t pieceMax_ = 0;
 
   // Queues: created by any thread, read by the proxy thread through its snapshot mine_.

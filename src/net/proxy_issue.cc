@@ -2,6 +2,8 @@
 // maxPieceBytes whose last one carries the signal.
 #include "net/proxy_impl.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace rmacc::proxy_internal {
@@ -17,25 +19,57 @@ bool ProxyImpl::issue(Queue& q) {
     f.predecessorsDone = ordered_ || f.put.priorPieces == 0 || priorPartsDone(q, q.issueCursor_);
     if (!f.pieces) {
       f.pieces.reset(new Piece[f.nPieces]);
-      f.desc = f.put.srcDesc;
-      if (!f.desc && f.put.bytes > 0 && (localReg_ || fabric_.deviceNeedsRegistration())) {
-        // FI_MR_LOCAL wants every source registered, FI_MR_HMEM only device ones.
-        void* src = const_cast<void*>(f.put.src);
-        if (localReg_ || backend_.placeOf(src).onDevice()) {
-          f.tempMr = registerMemory(src, f.put.bytes);
-          sourceRegistrations_.fetch_add(1, std::memory_order_relaxed);
-          f.desc = f.tempMr->desc();
-        }
-      }
+      registerSources(f);
     }
     while (!f.fullyIssued()) {
       if (outstanding_ >= kMaxOutstanding) return any;
-      if (!(f.landing() ? issueLandingWrite(q, f) : issuePiece(f))) return any;
+      const bool issued = f.landing()         ? issueLandingWrite(q, f)
+                          : f.spans.empty()   ? issuePiece(f)
+                                              : issueGatherPiece(f);
+      if (!issued) return any;
       any = true;
     }
     ++q.issueCursor_;
   }
   return any;
+}
+
+// The sources' descriptors: the poster's, or the proxy's own registration where the provider
+// needs one (FI_MR_LOCAL: every source; FI_MR_HMEM: device ones).
+void ProxyImpl::registerSources(InFlight& f) {
+  auto descOf = [&](const void* src, size_t bytes, void* given) -> void* {
+    if (given || bytes == 0 || !(localReg_ || fabric_.deviceNeedsRegistration())) return given;
+    void* p = const_cast<void*>(src);
+    if (!localReg_ && !backend_.placeOf(p).onDevice()) return nullptr;
+    f.tempMrs.push_back(registerMemory(p, bytes));
+    sourceRegistrations_.fetch_add(1, std::memory_order_relaxed);
+    return f.tempMrs.back()->desc();
+  };
+  f.desc = descOf(f.put.src, f.put.gather.empty() ? f.put.bytes : 0, f.put.srcDesc);
+  for (FabricIov& g : f.put.gather) g.desc = descOf(g.src, g.bytes, g.desc);
+}
+
+std::vector<GatherSpan> ProxyImpl::gatherSpans(const ProxyPut& put) const {
+  std::vector<GatherSpan> spans;
+  GatherSpan cur;
+  size_t sources = 0, at = 0;
+  for (uint32_t i = 0; i < put.gather.size(); ++i) {
+    for (size_t off = 0; off < put.gather[i].bytes;) {
+      if (cur.bytes == pieceMax_ || sources == iovLimit_) {
+        spans.push_back(cur);
+        cur = GatherSpan{};
+        sources = 0;
+      }
+      const size_t take = std::min(put.gather[i].bytes - off, pieceMax_ - cur.bytes);
+      if (cur.bytes == 0) cur = GatherSpan{i, off, 0, at};
+      cur.bytes += take;
+      ++sources;
+      off += take;
+      at += take;
+    }
+  }
+  if (cur.bytes > 0) spans.push_back(cur);
+  return spans;
 }
 
 // Whether every put of `q` before position `index` of active_ completed (the parts of a chunked
@@ -46,22 +80,40 @@ bool ProxyImpl::priorPartsDone(const Queue& q, size_t index) const {
   return true;
 }
 
-bool ProxyImpl::issuePiece(InFlight& f) {
-  uint32_t i = f.issued;
-  bool last = i + 1 == f.nPieces;
-  // Unordered writes: the signalling piece goes last in time, once its siblings have landed
-  // (their completions mean delivery, see Fabric::orderedWrites).
-  if (last && !ordered_ && (f.completed < f.nPieces - 1 || !f.predecessorsDone)) return false;
-  size_t offset = (size_t)i * f.pieceBytes;
-  size_t len = last ? f.put.bytes - offset : f.pieceBytes;
-  const char* src = f.put.bytes ? (const char*)f.put.src + offset : nullptr;
-  const bool signals = last && f.put.final;
-  uint32_t data = ImmData::encode(rank_, f.put.ctx, f.put.sigIdx,
-                                  signals ? (int)(f.nPieces + f.put.priorPieces) : 0);
+// Unordered writes: the signalling piece goes last in time, once its siblings have landed
+// (their completions mean delivery, see Fabric::orderedWrites).
+static bool heldBack(const InFlight& f, bool ordered) {
+  return f.issued + 1 == f.nPieces && !ordered && (f.completed < f.nPieces - 1 || !f.predecessorsDone);
+}
+
+// The completion data of piece `i`: the last piece of the last part signals, counting them all.
+static uint32_t pieceData(const InFlight& f, int rank, uint32_t i) {
+  const bool signals = i + 1 == f.nPieces && f.put.final;
+  return ImmData::encode(rank, f.put.ctx, f.put.sigIdx,
+                         signals ? (int)(f.nPieces + f.put.priorPieces) : 0);
+}
+
+bool ProxyImpl::issueGatherPiece(InFlight& f) {
+  if (heldBack(f, ordered_)) return false;
+  const uint32_t i = f.issued;
+  const GatherSpan& span = f.spans[i];
+  FabricIov iov[kMaxFabricIov];
+  size_t n = 0;
+  for (size_t left = span.bytes, src = span.source, off = span.offset; left > 0; ++src, off = 0) {
+    const FabricIov& g = f.put.gather[src];
+    const size_t len = std::min(left, g.bytes - off);
+    iov[n++] = {(const char*)g.src + off, len, g.desc};
+    left -= len;
+  }
   Piece& piece = f.pieces[i];
   piece.put = &f;
-  uint64_t remote = f.put.dst.addrOf(f.put.dstOffset + offset);
-  if (!fabric_.write(f.put.peer, src, len, f.desc, remote, f.put.dst.key, data, &piece)) {
+  const uint64_t remote = f.put.dst.addrOf(f.put.dstOffset + span.at);
+  return posted(f, fabric_.writev(f.put.peer, iov, n, remote, f.put.dst.key,
+                                  pieceData(f, rank_, i), &piece));
+}
+
+bool ProxyImpl::posted(InFlight& f, bool accepted) {
+  if (!accepted) {
     ++eagains_;  // rxm connects lazily; the next round polls (progress) and retries
     return false;
   }
@@ -69,6 +121,20 @@ bool ProxyImpl::issuePiece(InFlight& f) {
   ++outstanding_;
   ++piecesIssued_;
   return true;
+}
+
+bool ProxyImpl::issuePiece(InFlight& f) {
+  uint32_t i = f.issued;
+  bool last = i + 1 == f.nPieces;
+  if (heldBack(f, ordered_)) return false;
+  size_t offset = (size_t)i * f.pieceBytes;
+  size_t len = last ? f.put.bytes - offset : f.pieceBytes;
+  const char* src = f.put.bytes ? (const char*)f.put.src + offset : nullptr;
+  const uint32_t data = pieceData(f, rank_, i);
+  Piece& piece = f.pieces[i];
+  piece.put = &f;
+  uint64_t remote = f.put.dst.addrOf(f.put.dstOffset + offset);
+  return posted(f, fabric_.write(f.put.peer, src, len, f.desc, remote, f.put.dst.key, data, &piece));
 }
 
 }  // namespace rmacc::proxy_internal

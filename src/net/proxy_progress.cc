@@ -181,8 +181,9 @@ bool ProxyImpl::takeReleased(Queue& q, double now) {
   while (!q.posted_.empty() && q.posted_.front().first <= ready) {
     auto f = std::make_unique<InFlight>();
     f->seq = q.posted_.front().first;
-    f->put = q.posted_.front().second;
-    f->nPieces = (uint32_t)piecesOf(f->put.bytes);
+    f->put = std::move(q.posted_.front().second);
+    if (!f->put.gather.empty()) f->spans = gatherSpans(f->put);
+    f->nPieces = f->spans.empty() ? (uint32_t)piecesOf(f->put.bytes) : (uint32_t)f->spans.size();
     f->pieceBytes = pieceMax_;
     if (f->landing()) {
       f->pieceBytes = std::min<size_t>(pieceMax_, f->put.landing.slotBytes);

@@ -46,6 +46,12 @@ enum class OpKind : uint8_t {
           // waits before it on this rank consumed; kCeWait for local peers, kProxyWait remote
 };
 
+// One source of a gathering put: `bytes` from `src`.
+struct Segment {
+  Loc src;
+  uint64_t bytes = 0;
+};
+
 struct Op {
   OpKind kind = OpKind::kPut;
   Lane lane = Lane::kCePut;
@@ -58,7 +64,26 @@ struct Op {
   int sigIdx = 0;
   uint32_t count = 0;
   std::vector<int> deps;  // indices into RankPlan::ops, all smaller than this op's index
+  // A kPut that gathers: these sources, in order, make up its `bytes`, written back to back
+  // from dst (a relay chunk made of several send blocks' segments, one put and one signal
+  // instead of one of each per segment; `src` is then unused). Empty: the put reads src.
+  std::vector<Segment> gather;
 };
+
+// Calls f(src, dstOffset, bytes) for each source of a put or copy: its gather segments, or src
+// alone; dstOffset counts from op.dst.
+template <typename F>
+void forEachSource(const Op& op, F&& f) {
+  if (op.gather.empty()) {
+    f(op.src, uint64_t{0}, op.bytes);
+    return;
+  }
+  uint64_t at = 0;
+  for (const Segment& s : op.gather) {
+    f(s.src, at, s.bytes);
+    at += s.bytes;
+  }
+}
 
 struct RankPlan {
   std::vector<Op> ops;

@@ -72,6 +72,20 @@ std::vector<Op> sortDrafts(std::vector<Draft>& drafts, int rank) {
   return ops;
 }
 
+void appendSegments(const std::vector<Block>& blocks, uint64_t lo, uint64_t hi,
+                    std::vector<Segment>& out) {
+  for (const Block& b : blocks) {
+    const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
+    if (segLo < segHi) out.push_back({{Region::kSend, b.dest, segLo - b.start}, segHi - segLo});
+  }
+}
+
+void settleGather(Op& op) {
+  if (op.gather.size() != 1) return;
+  op.src = op.gather[0].src;
+  op.gather.clear();
+}
+
 // Chunks are whole multiples of minChunkBytes: with blocks of a power-of-two size (the usual
 // case) a chunk boundary then falls between blocks, not inside one, where it would cost one more
 // put and one more forward (rmacc-sim, 2 x 8 GPUs at 16 MiB: chunks of 1.75 MiB over 1 MiB

@@ -30,6 +30,15 @@ enum Phase : int {
 };
 constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;
 
+// Local rank of the m-th block (m = 0 .. L-2) of a relay payload, on a node of L ranks, into
+// the relay of local rank `relay`: the relay's node-mates in local-rank order starting after the
+// relay (its own block goes direct). Rotated so that the relays of a node, forwarding at the
+// same time, start on different peers and end on different peers: in plain local order every
+// relay's first forward went to local rank 0 and its last to rank L-1, whose NVLink ingress
+// then carried L-1 forwards at once (rmacc-sim, 2 x 8 at 256 MiB: the last chunk's forwards
+// took 300 us instead of 42). Every party that lays out or reads a payload uses this order.
+inline int payloadLocal(int relay, int L, int m) { return (relay + 1 + m) % L; }
+
 // One block of a round payload: the bytes the writer sends to `dest`, at `start` in the payload.
 struct Block {
   int dest;
@@ -55,6 +64,12 @@ void forEachPiece(uint64_t len, uint64_t maxPut, F&& f) {
   for (uint64_t off = 0; off < len; off += maxPut) f(off, std::min(maxPut, len - off));
 }
 inline uint64_t pieceCount(uint64_t len, uint64_t maxPut) { return (len + maxPut - 1) / maxPut; }
+// Appends to `out` the sources of payload bytes [lo, hi): one segment per block they overlap,
+// in payload order.
+void appendSegments(const std::vector<Block>& blocks, uint64_t lo, uint64_t hi,
+                    std::vector<Segment>& out);
+// A put whose gather holds one segment reads it as its plain src (nothing to gather).
+void settleGather(Op& op);
 // Bytes per relay chunk of one writer's round payload of `total` bytes (its bytes for one relay
 // in one node round): a slot, or less to make Options::minChunksPerRound chunks of at least
 // minChunkBytes. A function of the total alone, so the global planner, the per-rank planner,

@@ -34,6 +34,16 @@ std::string sigText(int ctx, int sigIdx) {
   return strprintf("sig(%s,%d)", ctxText(ctx).c_str(), sigIdx);
 }
 
+// "send[3]+0" or, for a gathering put, "gather{send[3]+0 4096B, send[5]+0 4096B}".
+std::string sourceText(const Op& op) {
+  if (op.gather.empty()) return locText(op.src);
+  std::string s = "gather{";
+  for (size_t k = 0; k < op.gather.size(); ++k)
+    s += strprintf("%s%s %lluB", k ? ", " : "", locText(op.gather[k].src).c_str(),
+                   (unsigned long long)op.gather[k].bytes);
+  return s + "}";
+}
+
 std::string depsText(const std::vector<int>& deps) {
   if (deps.empty()) return "";
   std::string s = " deps{";
@@ -63,9 +73,7 @@ std::string formatOp(const Op& op, int rank, int index) {
   switch (op.kind) {
     case OpKind::kPut:
       s += strprintf("-> r%d ", op.peer);
-      if (op.bytes > 0) {
-        s += strprintf("%s <- %s ", locText(op.dst).c_str(), locText(op.src).c_str());
-      }
+      if (op.bytes > 0) s += strprintf("%s <- %s ", locText(op.dst).c_str(), sourceText(op).c_str());
       s += strprintf("%lluB %s", bytes, sigText(op.ctx, op.sigIdx).c_str());
       break;
     case OpKind::kCopy:

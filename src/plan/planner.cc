@@ -30,7 +30,7 @@ namespace rmacc::plan {
 namespace {
 
 // What relay R receives in one round from one writer W: W's blocks for R's node-mates, back to
-// back in local-rank order, empty blocks skipped (PRIOR_ART §1.1 packing; R's own block goes
+// back in local-rank order from R's successor on (payloadLocal), empty blocks skipped (PRIOR_ART §1.1 packing; R's own block goes
 // direct). With nodes of different sizes R may have several writers in a round (all ranks of
 // the sending node on R's rail, Topology::railLocal), or none.
 struct Payload {
@@ -167,10 +167,10 @@ std::vector<Payload> Planner::payloadsOf(int relay, int k) const {
   for (int wi = i; wi < topo_.nodeSize(from) && L > 1; wi += L) {
     Payload p;
     p.writer = topo_.rankAt(from, wi);
-    for (int j = 0; j < L; ++j) {
-      const int d = topo_.rankAt(node, j);
+    for (int m = 0; m + 1 < L; ++m) {
+      const int d = topo_.rankAt(node, payloadLocal(i, L, m));
       const uint64_t len = count(p.writer, d);
-      if (j == i || len == 0) continue;
+      if (len == 0) continue;
       p.blocks.push_back({d, p.total, len});
       p.total += len;
     }
@@ -204,8 +204,8 @@ void Planner::addRelay(int relay, int k) {
   }
 }
 
-// One relay step: the writer's puts of payload [c*chunk, ...) into slot t mod S of the relay,
-// the relay's wait for them, and its forwards to the final receive blocks.
+// One relay step: the writer's put of payload [c*chunk, ...) into slot t mod S of the relay,
+// the relay's wait for it, and its forwards to the final receive blocks.
 void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   const uint64_t chunk = chunkBytes(p.total, opt_), t = steps_[relay]++;
   const uint64_t lo = c * chunk, hi = std::min(p.total, lo + chunk);
@@ -217,20 +217,18 @@ void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   if (t >= (uint64_t)creditWindow(opt_)) {
     credit = add(w, waitOp(Lane::kProxyWait, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
   }
-  uint64_t pieces = 0;
-  for (const Block& b : p.blocks) {
-    const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
-    if (segLo >= segHi) continue;
-    forEachPiece(segHi - segLo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
-      add(w,
-          putOp(Lane::kProxyPut, relay, {Region::kSend, b.dest, segLo - b.start + off},
-                {Region::kRelay, -1, slotOff + segLo - lo + off}, len, kPlanCtxColl, kSigRelay,
-                depsOf({credit})),
-          pos, kPhasePut);
-      ++pieces;
-    });
-  }
-  const int data = add(relay, waitOp(Lane::kProxyWait, w, kPlanCtxColl, kSigRelay, pieces),
+  // The chunk goes in one put (a gather of its blocks' segments) per maxPutBytes, each with
+  // one signal: the relay waits for the pieces, not for every block of them.
+  forEachPiece(hi - lo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+    Op put = putOp(Lane::kProxyPut, relay, {}, {Region::kRelay, -1, slotOff + off}, len,
+                   kPlanCtxColl, kSigRelay, depsOf({credit}));
+    appendSegments(p.blocks, lo + off, lo + off + len, put.gather);
+    settleGather(put);
+    add(w, std::move(put), pos, kPhasePut);
+  });
+  const int data = add(relay,
+                       waitOp(Lane::kProxyWait, w, kPlanCtxColl, kSigRelay,
+                              pieceCount(hi - lo, opt_.maxPutBytes)),
                        pos + 1, kPhaseRelayWait);
   Step step{w, pos, {}};
   for (const Block& b : p.blocks) {

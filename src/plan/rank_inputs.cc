@@ -94,9 +94,9 @@ RankInputs MatrixInputs::of(int rank) const {
         const int w = t.rankAt(from, wi);
         const uint64_t len = count(w, rank);
         const uint64_t chunk = chunkBytes(totalTo(w, node), options_);
-        uint64_t start = 0;
-        for (int m = 0; m < i && len > 0; ++m)
-          if (m != j) start += count(w, t.rankAt(node, m));
+        uint64_t start = 0;  // the blocks before this rank's in relay j's payload order
+        for (int q = 0; len > 0 && payloadLocal(j, L, q) != i; ++q)
+          start += count(w, t.rankAt(node, payloadLocal(j, L, q)));
         const BlockForwards f = blockForwards(start, len, chunk, options_.maxPutBytes);
         in.forwardSignals[j] += f.pieces;
         if (f.pieces) in.forwardLastBatch[j] = std::max(in.forwardLastBatch[j], (int)(pos + f.endChunk));

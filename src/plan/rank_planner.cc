@@ -22,9 +22,11 @@ struct Source {
 // per-rank tables anew each time cost about as much as building the ops (RESULTS §9).
 struct Scratch {
   struct Draft {
-    Op op;  // op.deps stays empty: the deps are deps[depAt .. depAt + depCount)
+    Op op;  // op.deps and op.gather stay empty: the deps are deps[depAt .. depAt + depCount),
+            // the gather segs[segAt .. segAt + segCount)
     int64_t key;
     int depAt, depCount;
+    int segAt = 0, segCount = 0;
   };
   struct Step {
     int writer, pos;
@@ -35,6 +37,7 @@ struct Scratch {
   std::vector<Step> steps;
   std::vector<int> roundBase, entryWait, writers, targets, roundFrom;
   std::vector<Block> blocks;
+  std::vector<Segment> segs;
   std::vector<Source> srcs;
 };
 
@@ -47,6 +50,7 @@ class RankPlanner {
         entryWait_(s.entryWait), steps_(s.steps), step_(in.relayStepsBefore) {
     drafts_.clear();
     s.deps.clear();
+    s.segs.clear();
     s.forwards.clear();
     steps_.clear();
     entryWait_.assign(topo.nRanks(), -1);
@@ -74,6 +78,7 @@ class RankPlanner {
   void addIntraNode();
   const std::vector<Block>& payload(int k, int m, uint64_t* total);
   void addWriterChunks(int k);
+  void addGather(const std::vector<Block>& blocks, uint64_t lo, uint64_t hi);
   void addRelayChunks(int k);
   void addRelayWriter(int k, int m, int& pos);
   void addDirect(int k);
@@ -176,16 +181,16 @@ void RankPlanner::addIntraNode() {
 }
 
 // The round-k relay payload this rank writes (m < 0) or forwards for its m-th writer: blocks
-// for the local ranks of the receiving node but the relay's own, in local order, empty ones
-// skipped.
+// for the local ranks of the receiving node but the relay's own, in payload order
+// (payloadLocal), empty ones skipped.
 const std::vector<Block>& RankPlanner::payload(int k, int m, uint64_t* total) {
   std::vector<Block>& blocks = s_.blocks;
   blocks.clear();
   const int node = m >= 0 ? node_ : topo_.sendNode(node_, k);
-  const int skip = m >= 0 ? i_ : topo_.railLocal(i_, node);
+  const int skip = m >= 0 ? i_ : topo_.railLocal(i_, node), L = topo_.nodeSize(node);
   *total = 0;
-  for (int j = 0; j < topo_.nodeSize(node); ++j) {
-    if (j == skip) continue;
+  for (int q = 0; q + 1 < L; ++q) {
+    const int j = payloadLocal(skip, L, q);
     const int d = topo_.rankAt(node, j);
     const uint64_t len = m >= 0 ? relayIn(k, m, j) : send(d);
     if (len == 0) continue;
@@ -207,16 +212,26 @@ void RankPlanner::addWriterChunks(int k) {
     int credit = -1;
     if (t >= (uint64_t)creditWindow(opt_))
       credit = add(waitOp(Lane::kProxyWait, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
-    for (const Block& b : blocks) {
-      const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
-      if (segLo >= segHi) continue;
-      forEachPiece(segHi - segLo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
-        add(putOp(Lane::kProxyPut, relay, {Region::kSend, b.dest, segLo - b.start + off},
-                  {Region::kRelay, -1, slotOff + segLo - lo + off}, len, kPlanCtxColl, kSigRelay,
-                  {}),
-            pos, kPhasePut, {credit});
-      });
-    }
+    forEachPiece(hi - lo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
+      add(putOp(Lane::kProxyPut, relay, {}, {Region::kRelay, -1, slotOff + off}, len,
+                kPlanCtxColl, kSigRelay, {}),
+          pos, kPhasePut, {credit});
+      addGather(blocks, lo + off, lo + off + len);
+    });
+  }
+}
+
+// Gives the last draft, a relay put, the sources of payload bytes [lo, hi) (as the global
+// planner's appendSegments and settleGather).
+void RankPlanner::addGather(const std::vector<Block>& blocks, uint64_t lo, uint64_t hi) {
+  Scratch::Draft& d = drafts_.back();
+  d.segAt = (int)s_.segs.size();
+  appendSegments(blocks, lo, hi, s_.segs);
+  d.segCount = (int)s_.segs.size() - d.segAt;
+  if (d.segCount == 1) {
+    d.op.src = s_.segs.back().src;
+    s_.segs.pop_back();
+    d.segCount = 0;
   }
 }
 
@@ -234,13 +249,9 @@ void RankPlanner::addRelayWriter(int k, int m, int& pos) {
   for (uint64_t c = 0; c < chunks; ++c, ++pos) {
     const uint64_t t = step_++, lo = c * chunk, hi = std::min(total, lo + chunk);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
-    uint64_t pieces = 0;
-    for (const Block& b : blocks) {
-      const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
-      if (segLo < segHi) pieces += pieceCount(segHi - segLo, opt_.maxPutBytes);
-    }
-    const int data =
-        add(waitOp(Lane::kProxyWait, w, kPlanCtxColl, kSigRelay, pieces), pos + 1, kPhaseRelayWait);
+    const int data = add(waitOp(Lane::kProxyWait, w, kPlanCtxColl, kSigRelay,
+                                pieceCount(hi - lo, opt_.maxPutBytes)),
+                         pos + 1, kPhaseRelayWait);
     Scratch::Step step{w, pos, (int)s_.forwards.size(), 0};
     for (const Block& b : blocks) {
       const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
@@ -326,7 +337,7 @@ void RankPlanner::addFinalWaits() {
 // Orders the drafts by key, stably, into `out` (sortDrafts' result, without its sort): keys
 // below the final phase are batch * kNumPhases + phase with batch <= roundBase_[nNodes], so a
 // counting sort over those few buckets (plus one for the final waits) is linear. Ops of `out`
-// are overwritten in place, keeping their dep lists' memory.
+// are overwritten in place, keeping their dep and gather lists' memory.
 void RankPlanner::sortInto(RankPlan& out) {
   const int64_t finalKey = (int64_t)kFinalBatch * kNumPhases;
   const int finalBucket = (roundBase_[nNodes_] + 1) * kNumPhases;
@@ -353,7 +364,10 @@ void RankPlanner::sortInto(RankPlan& out) {
     Scratch::Draft& d = drafts_[order[at]];
     Op& op = out.ops[at];
     std::vector<int> deps = std::move(op.deps);
+    std::vector<Segment> gather = std::move(op.gather);
     op = std::move(d.op);
+    gather.assign(s_.segs.begin() + d.segAt, s_.segs.begin() + d.segAt + d.segCount);
+    op.gather = std::move(gather);
     deps.clear();
     for (int k = 0; k < d.depCount; ++k) {
       const int dep = where[s_.deps[d.depAt + k]];

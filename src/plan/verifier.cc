@@ -119,7 +119,7 @@ class Engine {
   void applyData(int r, int i, const Op& op);
   void checkRecvTarget(int r, int i, int target, const Op& op);
   void writeRecv(int r, int i, int target, const Op& op);
-  void writeRelay(int r, int i, const Op& op);
+  void writeRelay(int r, int i, const Loc& src, uint64_t at, uint64_t len);
   void forward(int r, int i, const Op& op);
   void finishCall(int r);
   void reportDeadlock() const;
@@ -277,10 +277,12 @@ void Engine::execute(int r, int lane) {
 void Engine::applyData(int r, int i, const Op& op) {
   const int target = op.kind == OpKind::kCopy ? r : op.peer;
   if (op.dst.region == Region::kRelay) {
-    if (op.kind != OpKind::kPut || op.src.region != Region::kSend) {
-      failOp(r, i, "only a put from a send block may write a relay buffer");
-    }
-    writeRelay(r, i, op);
+    forEachSource(op, [&](const Loc& src, uint64_t at, uint64_t len) {
+      if (op.kind != OpKind::kPut || src.region != Region::kSend) {
+        failOp(r, i, "only a put from send blocks may write a relay buffer");
+      }
+      writeRelay(r, i, src, op.dst.offset + at, len);
+    });
     return;
   }
   if (op.dst.region != Region::kRecv) failOp(r, i, "data must land in a recv or relay buffer");
@@ -338,31 +340,33 @@ void Engine::writeRecv(int r, int i, int target, const Op& op) {
   }
 }
 
-// A relay put: the bytes must belong to a pair this relay carries, land where the relay
-// layout puts their step (slot step mod S), stay inside one chunk, and must not overwrite
-// bytes the relay has not forwarded yet -- that is what credits are for.
-void Engine::writeRelay(int r, int i, const Op& op) {
-  const int call = st_[r].call, relay = op.peer, dest = op.src.block;
+// One source of a relay put, `len` bytes from `src` to relay+`at`: the bytes must belong to a
+// pair this relay carries, land where the relay layout puts their step (slot step mod S), stay
+// inside one chunk, and must not overwrite bytes the relay has not forwarded yet -- that is
+// what credits are for.
+void Engine::writeRelay(int r, int i, const Loc& src, uint64_t at, uint64_t len) {
+  const Op& op = opAt(r, i);
+  const int call = st_[r].call, relay = op.peer, dest = src.block;
   const RelayOracle& oracle = oracles_[call];
   const Plan& plan = calls_[call];
   if (dest < 0 || dest >= n_ || oracle.relayOf(r, dest) != relay) {
     failOp(r, i, strprintf("r%d does not relay the block r%d sends to r%d", relay, r, dest));
   }
-  const uint64_t off = op.src.offset, len = op.bytes;
+  const uint64_t off = src.offset;
   if (off + len > countOf(call, r, dest)) failOp(r, i, "reads past the end of its send block");
   const uint64_t limit = std::min(plan.relayBytes,
                                   (uint64_t)plan.options.slots * plan.options.slotBytes);
-  if (op.dst.offset + len > limit) {
+  if (at + len > limit) {
     failOp(r, i, strprintf("writes past the relay buffer (%llu bytes)", (unsigned long long)limit));
   }
   const uint64_t step = oracle.stepOf(r, dest, off);
   if (oracle.stepOf(r, dest, off + len - 1) != step) failOp(r, i, "crosses a relay chunk");
-  if (op.dst.offset != oracle.relayOffsetOf(r, dest, off)) {
+  if (at != oracle.relayOffsetOf(r, dest, off)) {
     failOp(r, i, strprintf("relay step %llu belongs at relay+%#llx",
                            (unsigned long long)step,
                            (unsigned long long)oracle.relayOffsetOf(r, dest, off)));
   }
-  relay_[relay].visit(op.dst.offset, op.dst.offset + len,
+  relay_[relay].visit(at, at + len,
                       [&](uint64_t, uint64_t, const RelayTag& held) {
                         if (!held.pending) return;
                         failOp(r, i, strprintf("overwrites r%d's unforwarded relay bytes of step "
@@ -370,8 +374,7 @@ void Engine::writeRelay(int r, int i, const Op& op) {
                                                relay, (unsigned long long)held.step,
                                                held.origin, held.dest));
                       });
-  relay_[relay].write(op.dst.offset, op.dst.offset + len,
-                      RelayTag{r, dest, off, step, /*pending=*/true});
+  relay_[relay].write(at, at + len, RelayTag{r, dest, off, step, /*pending=*/true});
 }
 
 // A forward: the relay bytes it reads must be exactly the pending bytes of the step that holds

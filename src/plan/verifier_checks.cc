@@ -24,7 +24,7 @@ std::vector<uint64_t> relayStepsBefore(const Plan& plan) {
 
 // Recomputes DESIGN.md §2's relay layout from the count matrix: round k, relay r, writers
 // w = (node r - delta_k, local rank l) with l mod (size of r's node) = rail of r, in order; w's blocks for r's node-mates back to back in local-rank
-// order, empty ones skipped; ceil(total / chunkBytes(total)) steps numbered on from Plan::before.
+// order from r's successor on (payloadLocal), empty ones skipped; ceil(total / chunkBytes(total)) steps numbered on from Plan::before.
 RelayOracle::RelayOracle(const Plan& plan)
     : n_(plan.topo.nRanks()), slotBytes_(plan.options.slotBytes),
       slots_((uint64_t)plan.options.slots), relay_((size_t)n_ * n_, -1),
@@ -42,10 +42,10 @@ RelayOracle::RelayOracle(const Plan& plan)
       for (int wi = rail; L > 1 && wi < t.nodeSize(from); wi += L) {
         const int w = t.rankAt(from, wi);
         uint64_t pos = 0;
-        for (int j = 0; j < L; ++j) {
-          const int d = t.rankAt(node, j);
+        for (int m = 0; m + 1 < L; ++m) {
+          const int d = t.rankAt(node, payloadLocal(rail, L, m));
           const uint64_t len = plan.bytes[key(w, d)];
-          if (j == rail || len == 0) continue;
+          if (len == 0) continue;
           relay_[key(w, d)] = r;
           firstStep_[key(w, d)] = after_[r];
           start_[key(w, d)] = pos;
@@ -66,6 +66,23 @@ namespace {
 
 std::string opText(const Plan& plan, int call, int rank, int index) {
   return strprintf("call %d: %s", call, formatOp(plan.ranks[rank].ops[index], rank, index).c_str());
+}
+
+// A gathering put carries one relay chunk from send blocks: the one shape the executor and the
+// proxy take (executor.cc, net/proxy.h ProxyPut::gather).
+template <typename What>
+void checkGather(const Op& op, const What& what) {
+  if (op.kind != OpKind::kPut || op.lane != Lane::kProxyPut || op.dst.region != Region::kRelay)
+    fail("%s: only a proxy put into a relay buffer may gather", what().c_str());
+  uint64_t total = 0;
+  for (const Segment& s : op.gather) {
+    if (s.src.region != Region::kSend || s.bytes == 0)
+      fail("%s: a gather segment must be bytes of a send block", what().c_str());
+    total += s.bytes;
+  }
+  if (total != op.bytes)
+    fail("%s: gather segments hold %llu bytes, the put %llu", what().c_str(),
+         (unsigned long long)total, (unsigned long long)op.bytes);
 }
 
 void checkOp(const Plan& plan, int call, int r, int i) {
@@ -90,6 +107,7 @@ void checkOp(const Plan& plan, int call, int r, int i) {
       op.sigIdx >= RMACC_MAX_SIGNALS) {
     fail("%s: no such signal (ctx %d, sig %d)", what().c_str(), op.ctx, op.sigIdx);
   }
+  if (!op.gather.empty()) checkGather(op, what);
   const bool local = t.sameNode(r, op.peer);
   const bool isPut = op.kind == OpKind::kPut;
   const Lane want = isPut ? (local ? Lane::kCePut : Lane::kProxyPut)

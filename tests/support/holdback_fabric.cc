@@ -14,6 +14,23 @@ constexpr auto kHoldTime = std::chrono::milliseconds(2);
 
 bool HoldBackFabric::write(int peer, const void* src, size_t bytes, void* localDesc,
                            uint64_t remoteAddr, uint64_t key, uint32_t data, void* context) {
+  return track(peer, data, context, [&] {
+    return Fabric::write(peer, src, bytes, localDesc, remoteAddr, key, data, context);
+  });
+}
+
+bool HoldBackFabric::writev(int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr,
+                            uint64_t key, uint32_t data, void* context) {
+  if (!track(peer, data, context, [&] {
+        return Fabric::writev(peer, iov, count, remoteAddr, key, data, context);
+      }))
+    return false;
+  if (count > 1) ++gathers_;
+  return true;
+}
+
+bool HoldBackFabric::track(int peer, uint32_t data, void* context,
+                           const std::function<bool()>& issue) {
   ImmData d = ImmData::decode(data);
   const bool signalKind = d.kind == ImmKind::kSignal;
   const Key k{peer, d.ctx, d.sigIdx};
@@ -21,7 +38,7 @@ bool HoldBackFabric::write(int peer, const void* src, size_t bytes, void* localD
     auto it = pieces_.find(k);
     if (it != pieces_.end() && it->second.issued != it->second.reported) ++violations_;
   }
-  if (!Fabric::write(peer, src, bytes, localDesc, remoteAddr, key, data, context)) return false;
+  if (!issue()) return false;
   if (!signalKind) return true;
   if (d.chunks == 0) {
     ++pieces_[k].issued;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -29,6 +30,8 @@ class HoldBackFabric final : public Fabric {
 
   bool write(int peer, const void* src, size_t bytes, void* localDesc, uint64_t remoteAddr,
              uint64_t key, uint32_t data, void* context) override;
+  bool writev(int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr, uint64_t key,
+              uint32_t data, void* context) override;
   size_t poll(Completion* out, size_t max) override;
   bool readyToBlock() override { return held_.empty() && Fabric::readyToBlock(); }
 
@@ -37,12 +40,15 @@ class HoldBackFabric final : public Fabric {
   uint64_t splitFinals() const { return splitFinals_.load(); }   // finals with earlier pieces
   uint64_t reordered() const { return reordered_.load(); }       // completions delivered late
                                                                  // and out of arrival order
+  uint64_t gathers() const { return gathers_.load(); }           // writes of several sources
 
  private:
   using Key = std::tuple<int, int, int>;  // peer, ctx, sigIdx
   struct Count {
     uint64_t issued = 0, reported = 0;  // non-signalling pieces
   };
+  // Checks the rule for one write and, when `issue` posted it, counts it.
+  bool track(int peer, uint32_t data, void* context, const std::function<bool()>& issue);
   void release(Completion* out, size_t room, size_t* n);
 
   // Proxy thread only (write and poll are its data path).
@@ -50,7 +56,7 @@ class HoldBackFabric final : public Fabric {
   std::unordered_map<void*, Key> pieceOf_;  // context of a non-signalling piece in flight
   std::deque<Completion> held_;
   std::chrono::steady_clock::time_point oldest_;
-  std::atomic<uint64_t> violations_{0}, splitFinals_{0}, reordered_{0};
+  std::atomic<uint64_t> violations_{0}, splitFinals_{0}, reordered_{0}, gathers_{0};
 };
 
 }  // namespace rmacc::test

@@ -7,17 +7,18 @@
 namespace rmacc::sim {
 
 std::string Cluster::describe() const {
-  char text[640];
+  char text[768];
   snprintf(text, sizeof text,
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
            "latency %.1f us, %d NIC queue(s); CE %.0f GB/s x %d copies, local copy %.0f GB/s, "
-           "PCIe %.0f GB/s; ce op %.1f us, memop %.1f us, event %.1f us, proxy op %.1f us, "
-           "signal latency %.1f us, %d CE stream(s); host %.1f us + %.1f us/node, plan %.3f "
-           "us/op, enqueue %.2f us/op",
+           "PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us (+%.2f), event "
+           "%.1f us, proxy op %.1f us, iov limit %d, signal latency %.1f us, %d CE stream(s); "
+           "host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op",
            nodes, gpusPerNode, nicGBps, crossRailPenalised ? "penalised" : "free", crossRailGBps,
            fabricGBps > 0 ? (std::to_string(fabricGBps) + " GB/s").c_str() : "unlimited",
            netLatencyUs, nicQueues, ceGBps, ceConcurrent, localCopyGBps, pcieGBps, ceOpUs,
-           memopUs, eventUs, proxyOpUs, signalLatencyUs, ceStreams, hostFixedUs, exchangeUsPerNode, planUsPerOp,
+           ceBatchItemUs, memopUs, memopBatchItemUs, eventUs, proxyOpUs, iovLimit,
+           signalLatencyUs, ceStreams, hostFixedUs, exchangeUsPerNode, planUsPerOp,
            enqueueUsPerOp);
   return text;
 }
@@ -30,11 +31,12 @@ void Cluster::validate() const {
                       pcieGBps > 0 && fabricGBps >= 0,
                   "bandwidths must be > 0 (fabric >= 0)");
   RMACC_ARG_CHECK(netLatencyUs >= 0 && ceOpUs >= 0 && memopUs >= 0 && eventUs >= 0 &&
-                      proxyOpUs >= 0 && signalLatencyUs >= 0 && hostFixedUs >= 0 && exchangeUsPerNode >= 0 &&
+                      proxyOpUs >= 0 && signalLatencyUs >= 0 && ceBatchItemUs >= 0 &&
+                      memopBatchItemUs >= 0 && hostFixedUs >= 0 && exchangeUsPerNode >= 0 &&
                       planUsPerOp >= 0 && enqueueUsPerOp >= 0,
                   "per-op costs and latencies must be >= 0");
-  RMACC_ARG_CHECK(nicQueues >= 1 && ceConcurrent >= 1 && ceStreams >= 1,
-                  "NIC queues, concurrent copies and CE streams must be >= 1");
+  RMACC_ARG_CHECK(nicQueues >= 1 && ceConcurrent >= 1 && ceStreams >= 1 && iovLimit >= 1,
+                  "NIC queues, concurrent copies, CE streams and the iov limit must be >= 1");
 }
 
 Cluster preset(const std::string& name) {

@@ -39,6 +39,19 @@ struct Cluster {
   double eventUs = 1;
   double proxyOpUs = 2;
   double signalLatencyUs = 4.8;
+  // Batches (the executor hands a stream's consecutive CE puts to the backend as one copy batch
+  // then one batch of signal writes, and consecutive proxy puts as one ready-flag store):
+  // ceOpUs and memopUs are the first item's cost, each further item of the batch costs these.
+  // Measured on one H200 (bench/batch_probe.cu, RESULTS §7.5): a further copy of one
+  // cudaMemcpyBatchAsync 0.13 µs (4 KiB copies; one call each: 1.7 µs), a further write of one
+  // cuStreamBatchMemOp 0.63 µs (one call each: 1.5 µs).
+  double ceBatchItemUs = 0.13;
+  double memopBatchItemUs = 0.63;
+  // Sources one network write gathers (a relay chunk of several send blocks is one put): the
+  // provider's tx iov_limit, 4 for tcp;ofi_rxm (fi_info on the project's machine); the proxy
+  // pays proxyOpUs per write, at both ends. Send blocks are taken as packed in rank order
+  // (rmacc-perf's displacements), so adjacent blocks are one source.
+  int iovLimit = 4;
 
   // Executor: copy streams per rank (RMACC_CE_STREAMS; CE ops to peer p use stream
   // localRank(p) mod ceStreams, as src/exec/executor.cc).

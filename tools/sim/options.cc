@@ -18,6 +18,7 @@ const char* kUsage =
     "          --cross-rail GBPS | --no-cross-rail-penalty  --fabric GBPS  --latency US\n"
     "          --nic-queues K  --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
+    "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
     "          --ce-streams K\n"
     "host:     --host-us US  --exchange-us-per-node US  --plan-us-per-op US\n"
     "          --enqueue-us-per-op US\n"
@@ -84,6 +85,9 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--pcie", [&](auto& k, auto v) { c.pcieGBps = number(k, v); }},
       {"--ce-op", [&](auto& k, auto v) { c.ceOpUs = number(k, v); }},
       {"--memop", [&](auto& k, auto v) { c.memopUs = number(k, v); }},
+      {"--ce-batch-item", [&](auto& k, auto v) { c.ceBatchItemUs = number(k, v); }},
+      {"--memop-batch-item", [&](auto& k, auto v) { c.memopBatchItemUs = number(k, v); }},
+      {"--iov-limit", [&](auto& k, auto v) { c.iovLimit = (int)number(k, v); }},
       {"--event", [&](auto& k, auto v) { c.eventUs = number(k, v); }},
       {"--proxy-op", [&](auto& k, auto v) { c.proxyOpUs = number(k, v); }},
       {"--signal-latency", [&](auto& k, auto v) { c.signalLatencyUs = number(k, v); }},

@@ -32,6 +32,10 @@ class Run {
   };
   struct RankState {
     std::vector<int> streamOf;
+    // Backend calls: consecutive ops of one stream that the executor hands over together
+    // (groupCalls), in op order; every op is in one.
+    std::vector<std::vector<int>> groups;
+    std::vector<int> groupOf;
     std::vector<Stream> streams;
     std::vector<int> depsLeft;
     std::vector<std::vector<int>> dependents;
@@ -55,11 +59,15 @@ class Run {
   }
   int streamFor(int r, const Op& op) const;
   void setUp(int r);
+  void groupCalls(int r);
   void pump(int r, int s);
-  void start(int r, int i);
+  void start(int r, int g);
   void finish(int r, int i);
-  void startCePut(int r, int i);
-  void startProxyPut(int r, int i);
+  void startCeCall(int r, int g);
+  void writeSignals(int r, int g);
+  void startProxyCall(int r, int g);
+  void sendPut(int r, int i);
+  int writesOf(int r, const Op& op) const;
   void deliver(int to, int from, int ctx, int sig, OpRef by);
   void landRelay(int r, int64_t bytes);
   void checkDone(int r);
@@ -130,42 +138,114 @@ void Run::setUp(int r) {
   }
   hostEnd_ = std::max(hostEnd_, m ? st.enqueueAt[m - 1] : base);
   if (m == 0) st.doneAt = base;
+  groupCalls(r);
 }
 
-// Starts the head op of stream s of rank r when it may: stream idle, deps done, enqueued.
+bool isWaitLane(Lane lane) { return lane == Lane::kCeWait || lane == Lane::kProxyWait; }
+
+// What src/exec/executor.cc hands the backend in one call (its Batch): a run of CE puts of one
+// stream (one copy batch, then one batch of their signal writes), or a run of proxy puts (one
+// store of the queue's ready flag). A run ends where the executor flushes: an op of another
+// stream comes between (the executor keeps one open batch); the op waits for an op of another
+// stream it did not wait for yet (an event, or a wait of the wait lanes held among the memory
+// ops: either ends the copies' run); the run's last op is one another stream depends on (an
+// event is recorded after the latest such dep of each dependent); or the op depends on a member.
+// Waits are calls of their own here: the executor folds the wait lanes into their dependents'
+// batches, the model runs them on their streams with an event hop.
+void Run::groupCalls(int r) {
+  RankState& st = ranks_[r];
+  const auto& ops = plan_.ranks[r].ops;
+  const int m = (int)ops.size(), nStreams = (int)st.streams.size();
+  std::vector<char> eventAfter(m, 0);
+  for (int i = 0; i < m; ++i)
+    for (int d : ops[i].deps) {
+      if (st.streamOf[d] == st.streamOf[i] || isWaitLane(ops[d].lane)) continue;
+      bool latest = true;
+      for (int e : ops[i].deps) latest = latest && (e <= d || st.streamOf[e] != st.streamOf[d]);
+      if (latest) eventAfter[d] = 1;
+    }
+  auto classOf = [&](const Op& op) {
+    return op.kind != OpKind::kPut ? 0 : op.lane == Lane::kCePut ? 1 : 2;
+  };
+  std::vector<int> open(nStreams, -1), waited((size_t)nStreams * nStreams, -1);
+  st.groupOf.assign(m, -1);
+  st.groups.clear();
+  int last = -1;  // the last op the executor batched
+  for (int i = 0; i < m; ++i) {
+    const Op& op = ops[i];
+    const int s = st.streamOf[i];
+    if (last >= 0 && (st.streamOf[last] != s || eventAfter[last])) open[st.streamOf[last]] = -1;
+    bool joins = !isWaitLane(op.lane) && classOf(op) != 0 && open[s] >= 0 &&
+                 classOf(ops[st.groups[open[s]][0]]) == classOf(op);
+    for (int d : op.deps) {
+      const int t = st.streamOf[d];
+      if (t == s) {
+        joins = joins && st.groupOf[d] != open[s];
+        continue;
+      }
+      int& w = waited[(size_t)s * nStreams + t];
+      if (d > w) {
+        w = d;
+        joins = false;
+      }
+    }
+    if (!joins) {
+      st.groups.emplace_back();
+      open[s] = isWaitLane(op.lane) || classOf(op) == 0 ? -1 : (int)st.groups.size() - 1;
+    }
+    st.groups[joins ? open[s] : st.groups.size() - 1].push_back(i);
+    st.groupOf[i] = joins ? open[s] : (int)st.groups.size() - 1;
+    if (!isWaitLane(op.lane)) last = i;
+  }
+}
+
+// Starts the head call of stream s of rank r when it may: stream idle, every member's deps
+// done, all of it enqueued.
 void Run::pump(int r, int s) {
   RankState& st = ranks_[r];
   Stream& q = st.streams[s];
   if (q.busy || q.next >= q.ops.size()) return;
-  const int i = q.ops[q.next];
-  if (st.depsLeft[i] > 0) return;
-  const double now = fluid_.now();
-  if (now < st.enqueueAt[i]) {
-    if (q.wakeAt != st.enqueueAt[i]) {
-      q.wakeAt = st.enqueueAt[i];
-      fluid_.at(st.enqueueAt[i], [this, r, s] { pump(r, s); });
+  const int i = q.ops[q.next], g = st.groupOf[i];
+  const std::vector<int>& members = st.groups[g];
+  for (int m : members)
+    if (st.depsLeft[m] > 0) return;
+  const double now = fluid_.now(), enqueued = st.enqueueAt[members.back()];
+  if (now < enqueued) {
+    if (q.wakeAt != enqueued) {
+      q.wakeAt = enqueued;
+      fluid_.at(enqueued, [this, r, s] { pump(r, s); });
     }
     return;
   }
   OpRecord& rec = st.rec[i];
-  if (rec.gateKind == Gate::kNone || st.enqueueAt[i] >= rec.gateAt) {
+  if (rec.gateKind == Gate::kNone || enqueued >= rec.gateAt) {
     rec.gateKind = Gate::kEnqueue;
-    rec.gateAt = st.enqueueAt[i];
+    rec.gateAt = enqueued;
   }
   if (q.next > 0) {
     const int prev = q.ops[q.next - 1];
     if (st.rec[prev].end >= rec.gateAt) rec.gate(Gate::kStream, st.rec[prev].end, {r, prev});
   }
+  // The call starts on its last condition, whichever member's it was: every member shows it.
+  OpRecord gate = rec;
+  for (int m : members)
+    if (st.rec[m].gateAt > gate.gateAt) gate = st.rec[m];
+  for (int m : members) {
+    st.rec[m].gateAt = gate.gateAt;
+    st.rec[m].gateKind = gate.gateKind;
+    st.rec[m].gateBy = gate.gateBy;
+  }
   q.busy = true;
-  ++q.next;
-  start(r, i);
+  q.next += members.size();
+  start(r, g);
 }
 
-void Run::start(int r, int i) {
+void Run::start(int r, int g) {
   RankState& st = ranks_[r];
+  const int i = st.groups[g][0];
   const Op& op = plan_.ranks[r].ops[i];
   const double now = fluid_.now();
-  st.rec[i].start = now;
+  for (int m : st.groups[g]) st.rec[m].start = now;
   switch (op.kind) {
     case OpKind::kWait: {
       Counter& k = counters_[key(r, op.peer, op.ctx, op.sigIdx)];
@@ -178,72 +258,121 @@ void Run::start(int r, int i) {
     }
     case OpKind::kCopy:
     case OpKind::kPut:
-      if (op.lane == Lane::kProxyPut) startProxyPut(r, i);
-      else startCePut(r, i);
+      if (op.lane == Lane::kProxyPut) startProxyCall(r, g);
+      else startCeCall(r, g);
       return;
   }
 }
 
-// A copy-engine op: launch, the bytes over NVLink (or within the GPU), then the signal write.
-void Run::startCePut(int r, int i) {
-  const Op& op = plan_.ranks[r].ops[i];
-  const int dst = op.kind == OpKind::kCopy ? r : op.peer;
-  fluid_.at(fluid_.now() + c_.ceOpUs, [this, r, i, dst] {
-    machine_.ce(r).submit([this, r, i, dst](std::function<void()> release) {
+// Copy-engine ops: one launch for the call's copies (each further one a batch item), the copies
+// at once over NVLink (or within the GPU), then, once all of them are done, their signal writes
+// in order.
+void Run::startCeCall(int r, int g) {
+  const std::vector<int>& members = ranks_[r].groups[g];
+  auto pending = std::make_shared<int>(0);
+  for (int m : members) *pending += plan_.ranks[r].ops[m].bytes > 0;
+  if (*pending == 0) {
+    writeSignals(r, g);
+    return;
+  }
+  const double launch = c_.ceOpUs + c_.ceBatchItemUs * (*pending - 1);
+  fluid_.at(fluid_.now() + launch, [this, r, g, pending] {
+    for (int i : ranks_[r].groups[g]) {
       const Op& op = plan_.ranks[r].ops[i];
-      fluid_.transfer((double)op.bytes, machine_.cePath(r, dst), [this, r, i, release] {
-        release();
+      if (op.bytes == 0) continue;
+      const int dst = op.kind == OpKind::kCopy ? r : op.peer;
+      machine_.ce(r).submit([this, r, g, i, dst, pending](std::function<void()> release) {
         const Op& op = plan_.ranks[r].ops[i];
-        if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
-        if (op.dst.region == Region::kRelay) landRelay(op.peer, (int64_t)op.bytes);
-        if (op.kind == OpKind::kCopy) {
-          finish(r, i);
-          return;
-        }
-        fluid_.at(fluid_.now() + c_.memopUs, [this, r, i] {
-          finish(r, i);
-          fluid_.at(fluid_.now() + c_.signalLatencyUs, [this, r, i] {
-            const Op& op = plan_.ranks[r].ops[i];
-            deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
-          });
+        fluid_.transfer((double)op.bytes, machine_.cePath(r, dst), [this, r, g, i, pending, release] {
+          release();
+          const Op& op = plan_.ranks[r].ops[i];
+          if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
+          if (op.dst.region == Region::kRelay) landRelay(op.peer, (int64_t)op.bytes);
+          if (--*pending == 0) writeSignals(r, g);
         });
       });
-    });
+    }
   });
 }
 
-// A proxy put: the stream posts a descriptor (a memop) and moves on; the proxy issues it, the
-// NIC moves it, the target's proxy applies the signal.
-void Run::startProxyPut(int r, int i) {
-  ++ranks_[r].putsInFlight;
-  fluid_.at(fluid_.now() + c_.memopUs, [this, r, i] {
-    finish(r, i);
-    machine_.proxy(r).submit([this, r, i](std::function<void()> releaseProxy) {
-      fluid_.at(fluid_.now() + c_.proxyOpUs, [this, r, i, releaseProxy] {
-        releaseProxy();
+// The signal writes of a CE call, one memory-op batch (a local copy has none).
+void Run::writeSignals(int r, int g) {
+  double t = fluid_.now();
+  int k = 0;
+  for (int i : ranks_[r].groups[g]) {
+    if (plan_.ranks[r].ops[i].kind == OpKind::kCopy) {
+      finish(r, i);
+      continue;
+    }
+    t += k++ == 0 ? c_.memopUs : c_.memopBatchItemUs;
+    fluid_.at(t, [this, r, i] {
+      finish(r, i);
+      fluid_.at(fluid_.now() + c_.signalLatencyUs, [this, r, i] {
         const Op& op = plan_.ranks[r].ops[i];
-        machine_.nic(r).submit([this, r, i, peer = op.peer](std::function<void()> releaseNic) {
-          const Op& op = plan_.ranks[r].ops[i];
-          fluid_.transfer((double)op.bytes, machine_.netPath(r, peer), [this, r, i, releaseNic] {
-            releaseNic();
-            fluid_.at(fluid_.now() + c_.netLatencyUs, [this, r, i] {
-              const Op& op = plan_.ranks[r].ops[i];
-              if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
-              machine_.proxy(op.peer).submit([this, r, i](std::function<void()> release) {
-                fluid_.at(fluid_.now() + c_.proxyOpUs, [this, r, i, release] {
-                  release();
-                  const Op& op = plan_.ranks[r].ops[i];
-                  if (op.dst.region == Region::kRelay) landRelay(op.peer, (int64_t)op.bytes);
-                  ranks_[r].rec[i].arrival = fluid_.now();
-                  // The put's life after its post: proxy, NIC queue, wire, remote proxy.
-                  trace(r, op, "net", op.bytes ? "put" : "signal", ranks_[r].rec[i].end,
-                        fluid_.now());
-                  --ranks_[r].putsInFlight;
-                  deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
-                  checkDone(r);
-                });
-              }, /*urgent=*/true);
-            });
+        deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
+      });
+    });
+  }
+}
+
+// Proxy puts: the stream posts their descriptors with one store (a memop) and moves on.
+void Run::startProxyCall(int r, int g) {
+  ranks_[r].putsInFlight += (int)ranks_[r].groups[g].size();
+  fluid_.at(fluid_.now() + c_.memopUs, [this, r, g] {
+    for (int i : ranks_[r].groups[g]) {
+      finish(r, i);
+      sendPut(r, i);
+    }
+  });
+}
+
+// The writes a put takes on the network: one, or for a gather one per iovLimit runs of sources
+// adjacent in the send buffer (blocks packed in rank order: a segment that ends its block and
+// one that starts a later block, with only empty blocks between, are one run).
+int Run::writesOf(int r, const Op& op) const {
+  if (op.gather.empty()) return 1;
+  int runs = 1;
+  for (size_t k = 1; k < op.gather.size(); ++k) {
+    const plan::Segment &a = op.gather[k - 1], &b = op.gather[k];
+    bool adjacent = b.src.offset == 0 && b.src.block > a.src.block &&
+                    a.src.offset + a.bytes == plan_.bytes[(size_t)r * n_ + a.src.block];
+    for (int d = a.src.block + 1; adjacent && d < b.src.block; ++d)
+      adjacent = plan_.bytes[(size_t)r * n_ + d] == 0;
+    runs += !adjacent;
+  }
+  return (runs + c_.iovLimit - 1) / c_.iovLimit;
+}
+
+// A posted proxy put: the proxy issues its writes, the NIC moves it, the target's proxy takes
+// each write's completion and applies the signal.
+void Run::sendPut(int r, int i) {
+  machine_.proxy(r).submit([this, r, i](std::function<void()> releaseProxy) {
+    const int writes = writesOf(r, plan_.ranks[r].ops[i]);
+    fluid_.at(fluid_.now() + c_.proxyOpUs * writes, [this, r, i, releaseProxy] {
+      releaseProxy();
+      const Op& op = plan_.ranks[r].ops[i];
+      machine_.nic(r).submit([this, r, i, peer = op.peer](std::function<void()> releaseNic) {
+        const Op& op = plan_.ranks[r].ops[i];
+        fluid_.transfer((double)op.bytes, machine_.netPath(r, peer), [this, r, i, releaseNic] {
+          releaseNic();
+          fluid_.at(fluid_.now() + c_.netLatencyUs, [this, r, i] {
+            const Op& op = plan_.ranks[r].ops[i];
+            if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
+            machine_.proxy(op.peer).submit([this, r, i](std::function<void()> release) {
+              const int writes = writesOf(r, plan_.ranks[r].ops[i]);
+              fluid_.at(fluid_.now() + c_.proxyOpUs * writes, [this, r, i, release] {
+                release();
+                const Op& op = plan_.ranks[r].ops[i];
+                if (op.dst.region == Region::kRelay) landRelay(op.peer, (int64_t)op.bytes);
+                ranks_[r].rec[i].arrival = fluid_.now();
+                // The put's life after its post: proxy, NIC queue, wire, remote proxy.
+                trace(r, op, "net", op.bytes ? "put" : "signal", ranks_[r].rec[i].end,
+                      fluid_.now());
+                --ranks_[r].putsInFlight;
+                deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
+                checkDone(r);
+              });
+            }, /*urgent=*/true);
           });
         });
       });
@@ -286,7 +415,7 @@ void Run::finish(int r, int i) {
                      : op.bytes ? "put" : "signal";
   trace(r, op, plan::laneName(op.lane), name, st.rec[i].start, now);
   const int s = st.streamOf[i];
-  st.streams[s].busy = false;
+  if (st.groups[st.groupOf[i]].back() == i) st.streams[s].busy = false;  // the call is done
   --st.opsLeft;
   st.last = {r, i};
   for (int d : st.dependents[i]) {

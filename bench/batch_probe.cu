@@ -1,0 +1,142 @@
+// What a stream pays on the device for k copies or k stream writes, issued one call each or as
+// one batch (cudaMemcpyBatchAsync, cuStreamBatchMemOp), as the executor issues a relay chunk's
+// forwards (src/exec/executor.cc). The stream is held on a host flag while everything is
+// enqueued, so host enqueue time is not in the figure: event e0 is recorded right after the
+// held wait, e1 after the work; the flag is released once both are enqueued. Median of 21.
+// Copies go device -> pinned host memory (copy engines; one GPU has no NVLink peer), each to
+// its own destination, as a relay's forwards go to different peers. rmacc-sim's per-op costs
+// come from this (tools/sim/cluster.cc, bench/RESULTS.md §7.5).
+//
+// Build (in bench/): nvcc -O2 -arch=sm_90 -o batch_probe batch_probe.cu -lcuda
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "probe_check.h"
+
+namespace {
+
+cudaStream_t stream;
+volatile uint32_t* gate;  // host-mapped: the stream waits for it to reach the gateRound number
+CUdeviceptr gateDev;
+uint32_t gateRound = 0;
+
+// Device time (µs) of `work` on the stream, median of 21 rounds.
+double timeOnDevice(const std::function<void()>& work) {
+  std::vector<double> us;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int rep = 0; rep < 21; ++rep) {
+    ++gateRound;
+    CU(cuStreamWaitValue32(stream, gateDev, gateRound, CU_STREAM_WAIT_VALUE_GEQ));
+    CK(cudaEventRecord(e0, stream));
+    work();
+    CK(cudaEventRecord(e1, stream));
+    *gate = gateRound;
+    CK(cudaStreamSynchronize(stream));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    us.push_back(ms * 1e3);
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+// One cuStreamBatchMemOp of k 64-bit writes of `value`, each to its own word at `base`.
+void enqueueWrites(std::vector<CUstreamBatchMemOpParams>& ops, int k, CUdeviceptr base,
+                   uint64_t value) {
+  for (int i = 0; i < k; ++i) {
+    ops[i] = {};
+    ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    ops[i].writeValue.address = base + i * 64;
+    ops[i].writeValue.value64 = value;
+    ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  }
+  CU(cuStreamBatchMemOp(stream, k, ops.data(), 0));
+}
+
+}  // namespace
+
+int main() {
+  CK(cudaSetDevice(0));
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CK(cudaHostAlloc((void**)&gate, 64, cudaHostAllocMapped));
+  *gate = 0;
+  CK(cudaHostGetDevicePointer((void**)&gateDev, (void*)gate, 0));
+  const int kMax = 32;
+  const size_t kMaxBytes = 256 << 10;
+  char* src;
+  char* dst;
+  CK(cudaMalloc(&src, kMax * kMaxBytes));
+  CK(cudaHostAlloc((void**)&dst, kMax * kMaxBytes, cudaHostAllocDefault));
+  CK(cudaMemset(src, 1, kMax * kMaxBytes));
+  uint64_t* flags;  // one stream-written word per item, on its own line
+  CK(cudaHostAlloc((void**)&flags, kMax * 64, cudaHostAllocMapped));
+  CUdeviceptr flagsDev;
+  CK(cudaHostGetDevicePointer((void**)&flagsDev, flags, 0));
+
+  printf("what k bytes one_call_each_us batch_us\n");
+  for (size_t bytes : {(size_t)4096, (size_t)16384, (size_t)262144}) {
+    for (int k : {1, 2, 7, 14, 28}) {
+      std::vector<void*> d(k), s(k);
+      std::vector<size_t> n(k, bytes);
+      for (int i = 0; i < k; ++i) d[i] = dst + i * kMaxBytes, s[i] = src + i * kMaxBytes;
+      const double each = timeOnDevice([&] {
+        for (int i = 0; i < k; ++i)
+          CK(cudaMemcpyAsync(d[i], s[i], bytes, cudaMemcpyDefault, stream));
+      });
+      cudaMemcpyAttributes attr = {};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+      size_t attrIdx = 0;
+      const double batch = timeOnDevice([&] {
+        if (k == 1) {
+          CK(cudaMemcpyAsync(d[0], s[0], bytes, cudaMemcpyDefault, stream));
+          return;
+        }
+        CK(cudaMemcpyBatchAsync(d.data(), s.data(), n.data(), k, &attr, &attrIdx, 1, stream));
+      });
+      printf("copy %d %zu %.2f %.2f\n", k, bytes, each, batch);
+    }
+  }
+  uint64_t value = 1;
+  for (int k : {1, 2, 7, 14, 28}) {
+    const double each = timeOnDevice([&] {
+      ++value;
+      for (int i = 0; i < k; ++i)
+        CU(cuStreamWriteValue64(stream, flagsDev + i * 64, value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    });
+    std::vector<CUstreamBatchMemOpParams> ops(k);
+    const double batch = timeOnDevice([&] {
+      ++value;
+      enqueueWrites(ops, k, flagsDev, value);
+    });
+    printf("write %d 8 %.2f %.2f\n", k, each, batch);
+  }
+  // The executor's forward pattern: one copy batch of k, then one memop batch of k writes.
+  for (size_t bytes : {(size_t)16384, (size_t)262144}) {
+    for (int k : {1, 7}) {
+      std::vector<void*> d(k), s(k);
+      std::vector<size_t> n(k, bytes);
+      for (int i = 0; i < k; ++i) d[i] = dst + i * kMaxBytes, s[i] = src + i * kMaxBytes;
+      std::vector<CUstreamBatchMemOpParams> ops(k);
+      cudaMemcpyAttributes attr = {};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      size_t attrIdx = 0;
+      const double both = timeOnDevice([&] {
+        ++value;
+        if (k == 1) CK(cudaMemcpyAsync(d[0], s[0], bytes, cudaMemcpyDefault, stream));
+        else CK(cudaMemcpyBatchAsync(d.data(), s.data(), n.data(), k, &attr, &attrIdx, 1, stream));
+        enqueueWrites(ops, k, flagsDev, value);
+      });
+      printf("copies+writes %d %zu - %.2f\n", k, bytes, both);
+    }
+  }
+  return 0;
+}
