@@ -436,8 +436,15 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
   b.recvOffset = a.recvOffset;
   b.relay = relayAlloc_ ? static_cast<char*>(relayAlloc_->ptr()) : nullptr;
   b.peerRelay = peerRelay_;
-  b.peerRecv.resize(n);
-  b.peerRecvOffset.resize(n);  // rows only for the ranks this one writes into
+  b.peerRecv.assign(n, PeerTarget{});
+  // Rows only for the ranks this one writes into, kept from call to call: each call writes the
+  // entries its ops read (its own block at every peer, the blocks it forwards for its writers),
+  // so nothing is cleared (at 1,024 ranks a fresh table was ~1 MB allocated and zeroed a call).
+  b.peerRecvOffset.resize(n);
+  auto row = [&](int r) -> std::vector<uint64_t>& {
+    if (b.peerRecvOffset[r].size() != (size_t)n) b.peerRecvOffset[r].assign(n, 0);
+    return b.peerRecvOffset[r];
+  };
   // Map a node mate's receive buffer only when this call writes bytes into it (a signal needs
   // no mapping): a mate that gets no bytes from this rank may have finished its call and freed
   // the buffer before this rank gets here, and the import would then fail.
@@ -449,10 +456,9 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
   for (int j = 0; j < topo.nodeSize(node); ++j) {
     const int r = topo.rankAt(node, j);
     if (r == me) continue;
-    b.peerRecvOffset[r].assign(n, 0);
-    b.peerRecvOffset[r][me] = x.localOffset[j][0];
-    for (size_t t = 0; t < writers.size(); ++t)
-      b.peerRecvOffset[r][writers[t].rank] = x.localOffset[j][t + 1];
+    std::vector<uint64_t>& at = row(r);
+    at[me] = x.localOffset[j][0];
+    for (size_t t = 0; t < writers.size(); ++t) at[writers[t].rank] = x.localOffset[j][t + 1];
     const MetaHeader& hr = x.localHeader[j];
     if (!hr.exportable || !writesInto[r]) continue;
     auto m = peerMapping(hr.handle.handle(), task.seq);
@@ -462,8 +468,7 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
   for (int nd = 0; nd < topo.nNodes(); ++nd) {
     if (nd == node) continue;
     const int r = topo.railPeer(me, nd);
-    b.peerRecvOffset[r].assign(n, 0);
-    b.peerRecvOffset[r][me] = x.railOffset[nd];
+    row(r)[me] = x.railOffset[nd];
     b.peerRecv[r].remote = x.railRemote[nd];
   }
 }
@@ -523,7 +528,7 @@ void CollectiveEngine::runTask(Task& task) {
   // --- Plan this rank's part and run it.
   const uint64_t calls0 = streamCallsOfThisThread();
   std::shared_ptr<const plan::RankPlan> p = planFor(x.inputs);
-  CallBuffers b;
+  CallBuffers& b = callBuffers_;
   setBuffers(task, x, *p, b);
   // A call starts once its stream reached it and the previous call is complete. The user's
   // stream says both with the start flag; a captured call's stream reached it before it was

@@ -158,6 +158,7 @@ class CollectiveEngine {
   };
   std::map<std::string, PeerMap> peerMaps_;
   std::vector<char> writesInto_;  // setBuffers: the node mates this call writes bytes into
+  CallBuffers callBuffers_;       // setBuffers: the call's buffers, storage kept across calls
 
   PlanCache planCache_;
 
