@@ -149,6 +149,52 @@ TEST_P(Triggered, AlltoAll) {
   });
 }
 
+// Device counts: 60 dynamic calls queued back to back on one stream, each with its own count
+// arrays and buffers (read when the stream reaches the call), then one synchronisation: the
+// queue of runs behind each other, as a CUDA graph's replays launched back to back.
+TEST_P(Triggered, DynamicCallsQueuedBackToBack) {
+  auto [nodes, local] = GetParam();
+  const int n = nodes * local;
+  constexpr int kCalls = 60;
+  runRanks(n, triggered(nodes, local), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int r = ctx.rank;
+    auto count = [&](int i, int j, int c) { return (size_t)((i * 7 + j * 3 + c * 5) % 9) * 20; };
+    auto value = [&](int i, int j, size_t k, int c) { return i * 1000003 + j * 10007 + (int)k * 7 + c * 131; };
+    const size_t cap = 160 * (size_t)n;
+    struct Call {
+      std::vector<size_t> sc, sd, rc, rd;
+      std::vector<int32_t> send, recv;
+    };
+    std::vector<Call> calls(kCalls);
+    for (int c = 0; c < kCalls; ++c) {
+      Call& k = calls[c];
+      k.sc.resize(n), k.sd.resize(n), k.rc.assign(n, 99), k.rd.assign(n, 99);
+      k.send.assign(cap, 0), k.recv.assign(cap, -1);
+      size_t at = 0;
+      for (int j = 0; j < n; ++j) {
+        k.sc[j] = count(r, j, c), k.sd[j] = at;
+        for (size_t e = 0; e < k.sc[j]; ++e) k.send[at + e] = value(r, j, e, c);
+        at += k.sc[j];
+      }
+      RMACC_ASSERT_OK(rmaccAlltoAllvDynamic(k.send.data(), k.sc.data(), k.sd.data(), k.recv.data(), cap,
+                                            k.rc.data(), k.rd.data(), rmaccInt32, comm.get(), comm.stream()));
+    }
+    RMACC_ASSERT_OK(comm.sync());
+    for (int c = 0; c < kCalls; ++c) {
+      const Call& k = calls[c];
+      size_t at = 0;
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(k.rc[i], count(i, r, c)) << "call " << c << " from " << i;
+        ASSERT_EQ(k.rd[i], at) << "call " << c << " from " << i;
+        for (size_t e = 0; e < k.rc[i]; ++e)
+          ASSERT_EQ(k.recv[at + e], value(i, r, e, c)) << "call " << c << " from " << i << " element " << e;
+        at += k.rc[i];
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Triggered,
                          testing::Values(std::make_pair(1, 4), std::make_pair(2, 2), std::make_pair(3, 2)),
                          [](const testing::TestParamInfo<std::pair<int, int>>& i) {
