@@ -14,6 +14,12 @@
 // path serves RMACC_STREAM_TRIGGER=always (one site per stream, calls queued in stream order),
 // so that CI runs it without CUDA graphs.
 //
+// Limit (bench/RESULTS.md §14.3): the run's copies are enqueued by the progress thread when the
+// stream reaches the call, and cudaGraphLaunch, with many launches pending, waits inside the
+// driver holding a lock those copies need: a caller more than ~8 replays ahead deadlocks. The
+// way out is to have nothing to enqueue then (a fixed-count call's copies captured into the
+// graph, or the next replay's work enqueued ahead behind a flag the CPU writes).
+//
 // A graph's site lives as long as the graphs made from its capture (Stream::tieToCapture), then
 // goes back to the pool. If the communicator is destroyed first, sites still held by graphs keep
 // their memory, and a replay finds the engine gone: it says so and releases its stream.
