@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <thread>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -412,12 +412,6 @@ void expectNoKernelNodes(cudaGraph_t graph) {
   EXPECT_GT(count, 0u);
 }
 
-// rmaccAlltoAllvDynamic captured once (global capture mode, as torch.cuda.graph captures) and
-// replayed 100 times, `window` replays launched before each synchronisation (1 or 8); before each
-// replay a kernel on the stream writes new counts and data, after it the stream copies the
-// outputs to pinned history. Every replay is then checked byte for byte, recvcounts and rdispls
-// too. More replays pending hang in the driver (README, CUDA graphs: cudaGraphLaunch waits
-// holding a lock the progress thread's copies need; bench/RESULTS.md §14.3).
 // RMACC_TEST_STACKS_AFTER_S: a rank still running after that long writes every thread's stack to
 // stderr (no gdb on the device; bench/capture_diag.sh resolves the addresses).
 void printOwnStack(int) {
@@ -443,6 +437,12 @@ void stacksAfterTimeout() {
   }).detach();
 }
 
+// rmaccAlltoAllvDynamic captured once (global capture mode, as torch.cuda.graph captures) and
+// replayed 100 times, `window` replays launched before each synchronisation (1 or 8); before each
+// replay a kernel on the stream writes new counts and data, after it the stream copies the
+// outputs to pinned history. Every replay is then checked byte for byte, recvcounts and rdispls
+// too. More replays pending hang in the driver (README, CUDA graphs: cudaGraphLaunch waits
+// holding a lock the progress thread's copies need; bench/RESULTS.md §14.3).
 using CaptureCase = std::tuple<Shape, int /*window*/>;
 class GpuCapture : public testing::TestWithParam<CaptureCase> {};
 
@@ -450,7 +450,7 @@ TEST_P(GpuCapture, DynamicGraphReplayedHundredTimes) {
   int nGpu = gpuCount();
   if (nGpu == 0) GTEST_SKIP() << "no CUDA device";
   const Shape shape = std::get<0>(GetParam());
-  // RMACC_TEST_WINDOW overrides the window of 100 (bench/capture_diag.sh looks for where it hangs).
+  // RMACC_TEST_WINDOW overrides the window of 8 (bench/capture_diag.sh looks for where it hangs).
   const int window = std::get<1>(GetParam()) > 1 && getenv("RMACC_TEST_WINDOW")
                          ? atoi(getenv("RMACC_TEST_WINDOW")) : std::get<1>(GetParam());
   const int n = shape.nodes * shape.local;
