@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -198,27 +199,39 @@ static rmaccResult_t connectErrorCode(int e) {
   return e == ECONNREFUSED || e == ECONNRESET ? rmaccRemoteError : rmaccSystemError;
 }
 
+// A listener whose accept queue is full drops SYNs, and the kernel retries a dropped SYN after
+// 1, 2, 4, 8, 16 and 32 s. Under a flood of connections to the root (issue 17) the queue
+// refills as soon as the root drains it, so a rank left to that backoff could wait a minute
+// for a slot that frees up many times a second. A handshake that has not completed within
+// kAttemptS is therefore started again with a fresh SYN; the wait grows to at most
+// kMaxAttemptS so a slow network still completes its handshake.
+constexpr double kAttemptS = 0.25, kMaxAttemptS = 1.0;
+
 Socket Socket::connect(const SockAddr& addr, Deadline deadline, const char* what) {
-  Socket s = newSocket(addr.family());
-  // Non-blocking: an interrupted connect carries on in the background like EINPROGRESS.
-  int rc = ::connect(s.fd(), addr.sa(), addr.len);
-  if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
-    int e = errno;
-    RMACC_THROW(connectErrorCode(e),
-                "connecting to %s at %s failed: %s", what, addr.str().c_str(), strerror(e));
+  for (double attemptS = kAttemptS;; attemptS = std::min(2 * attemptS, kMaxAttemptS)) {
+    Socket s = newSocket(addr.family());
+    // Non-blocking: an interrupted connect carries on in the background like EINPROGRESS.
+    int rc = ::connect(s.fd(), addr.sa(), addr.len);
+    if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
+      int e = errno;
+      RMACC_THROW(connectErrorCode(e),
+                  "connecting to %s at %s failed: %s", what, addr.str().c_str(), strerror(e));
+    }
+    if (rc != 0) {
+      if (!waitFor(s.fd(), POLLOUT, std::min(deadline, deadlineAfter(attemptS)))) {
+        if (Clock::now() < deadline) continue;
+        RMACC_THROW(rmaccTimeout, "connecting to %s at %s timed out", what, addr.str().c_str());
+      }
+      int err = 0;
+      socklen_t len = sizeof(err);
+      RMACC_SYSCHECK(getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len), "getsockopt");
+      if (err != 0)
+        RMACC_THROW(connectErrorCode(err),
+                    "connecting to %s at %s failed: %s", what, addr.str().c_str(), strerror(err));
+    }
+    setNoDelay(s.fd());
+    return s;
   }
-  if (rc != 0) {
-    if (!waitFor(s.fd(), POLLOUT, deadline))
-      RMACC_THROW(rmaccTimeout, "connecting to %s at %s timed out", what, addr.str().c_str());
-    int err = 0;
-    socklen_t len = sizeof(err);
-    RMACC_SYSCHECK(getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len), "getsockopt");
-    if (err != 0)
-      RMACC_THROW(connectErrorCode(err),
-                  "connecting to %s at %s failed: %s", what, addr.str().c_str(), strerror(err));
-  }
-  setNoDelay(s.fd());
-  return s;
 }
 
 Socket Socket::accept(int* error) const {
