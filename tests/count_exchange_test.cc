@@ -125,7 +125,10 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, CountExchangeShapes,
     testing::Values(Shape{"2x2", {0, 1, 0, 1}}, Shape{"3x2", {2, 0, 1, 1, 0, 2}},
                     Shape{"2p3", {1, 0, 1, 0, 1}}, Shape{"1p3p2", {1, 2, 0, 1, 2, 1}},
-                    Shape{"4p1p2", {0, 1, 0, 2, 0, 2, 0}}, Shape{"1p1p3", {2, 0, 2, 1, 2}}),
+                    Shape{"4p1p2", {0, 1, 0, 2, 0, 2, 0}}, Shape{"1p1p3", {2, 0, 2, 1, 2}},
+                    // More nodes than local ranks: a rank handles the rails of several nodes.
+                    Shape{"5x2", {0, 1, 2, 3, 4, 4, 3, 2, 1, 0}},
+                    Shape{"3p1p2p1p2", {4, 0, 2, 0, 1, 4, 2, 3, 0}}),
     [](const testing::TestParamInfo<Shape>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -56,16 +56,24 @@ double fullMatrixBytes(int nNodes, int L) {
   const double rec = 184 + 24.0 * nNodes * L;
   return (L - 1) * rec + 2.0 * (nNodes - 1) * L * rec;
 }
-// Per-rank protocol (src/exec/count_exchange.h), equal node sizes: node gather 1 reads from
-// each mate its header, verdict, round chunks (nNodes), its count to this rank, its offset for
-// this rank's block and, per writer of this rank (nNodes - 1), an expectation and an offset;
-// node gather 2 a verdict and (signals, last batch); on the rails each rank sends its relay on
-// every other node 24 + 32 + 8L bytes and gets 96 back, and as a relay the same from and to
-// its writers.
+// Per-rank protocol (src/exec/count_exchange.h), equal node sizes, averaged over ranks (a rank
+// handles h = (nNodes - 1) / L node pairs on average). Node gather 1 reads from each mate its
+// header, verdict, round chunks (nNodes), its count to this rank, its offset for this rank's
+// block and, per writer of this rank (nNodes - 1), an expectation and an offset. Per handled
+// pair: the node's L x L counts read from the mates' records, then sent (24 + 32 + 8L^2) and
+// as many received; the relays' entries for the other node's writers read (24 per mate) and
+// sent (16 + 32 + 48L), as many received. Gathers 2 to 4 read a verdict per mate and, from the
+// handlers' records of the pairs this rank does not handle, a round maximum and a row of L
+// counts per writer (gather 2) and a round maximum and this rank's 48-byte entry (gather 4);
+// gather 5 a verdict and (signals, last batch).
 double perRankBytes(int nNodes, int L) {
-  const double shared = (L - 1) * (184 + 32 + 8 * (nNodes + 2 + 2.0 * (nNodes - 1)) + 32 + 16);
-  const double rail = 2.0 * (nNodes - 1) * ((24 + 32 + 8.0 * L) + 96);
-  return shared + rail;
+  const double h = (nNodes - 1.0) / L, others = nNodes - 1 - h;
+  const double gather1 = (L - 1) * (184 + 32 + 8.0 * (nNodes + 2 + 2 * (nNodes - 1)));
+  const double pairsRead = h * (8.0 * L * (L - 1) + 24.0 * (L - 1));
+  const double gathers = (L - 1) * 32.0 * 3 + others * (8 + 8.0 * L) + others * (8 + 48.0) +
+                         (L - 1) * (32.0 + 16);
+  const double rail = h * 2 * ((24 + 32 + 8.0 * L * L) + (16 + 32 + 48.0 * L));
+  return gather1 + pairsRead + gathers + rail;
 }
 
 }  // namespace

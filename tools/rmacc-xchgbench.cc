@@ -107,11 +107,15 @@ int main(int argc, char** argv) {
   }
   std::sort(wall.begin(), wall.end());
   std::sort(cpu.begin(), cpu.end());
-  // Control-plane messages per rank per call (equal sizes): a writer->relay message to and
-  // from each other node, and a relay->writer reply each way.
-  const int msgs = 4 * (nNodes - 1);
-  printf("%5d x %-3d ranks %5d  wall %9.1f us  cpu %8.1f us  messages %5d  cpu/message %6.2f us\n",
-         nNodes, L, n, wall[n / 2] * 1e6, cpu[n / 2] * 1e6, msgs,
-         msgs ? cpu[n / 2] * 1e6 / msgs : 0.0);
+  // Control-plane messages a rank sends or receives per call (equal sizes): per pair of nodes
+  // one message each way with the counts and one each way with the replies, handled on each
+  // node by one rank (local rank = the other node's index mod L): 4 (nodes - 1) / L on average,
+  // 4 x the most nodes one local rank handles at worst.
+  const double msgs = 4.0 * (nNodes - 1) / L;
+  const int most = 4 * ((nNodes - 1 + L - 1) / L);
+  printf("%5d x %-3d ranks %5d  wall %9.1f us  cpu %8.1f us  messages %6.1f (at most %d)  "
+         "cpu/message %6.2f us\n",
+         nNodes, L, n, wall[n / 2] * 1e6, cpu[n / 2] * 1e6, msgs, most,
+         msgs > 0 ? cpu[n / 2] * 1e6 / msgs : 0.0);
   return 0;
 }

@@ -39,21 +39,29 @@ namespace {
 constexpr uint32_t kRail1Tag = 0x434e5453;  // "CNTS"
 constexpr uint32_t kRail2Tag = 0x434e5432;  // "CNT2"
 
-// Step 2's message (writer -> relay), followed by a Verdict and one u64 per rank of the relay's
-// node: the writer's counts to them.
+// Step 2's message (writers' node -> relays' node), followed by a Verdict and the counts from
+// each rank of the sending node to each rank of the receiving node (row-major, sender rows).
 struct Rail1 {
   uint64_t seq;
   uint64_t callSeq;      // the sender's collective call number: calls out of step are an error
   uint64_t roundChunks;  // the sender's node's largest relay load of round (receiver node)
 };
-// Step 3's message (relay -> writer), followed by a Verdict.
+// Step 3's message (relays' node -> writers' node), followed by a Verdict and one WriterEntry
+// per rank of the writers' node.
 struct Rail2 {
   uint64_t seq;
-  uint64_t roundChunks;   // the largest relay load of round (sender's node), communicator-wide
-  uint64_t firstStep;     // the relay step at which the receiver's chunks start at the sender
-  uint64_t writerOffset;  // steps of that round taken there by writers before the receiver
-  RemoteRegion remote;    // the sender's network target (the receiver writes there directly)
-  uint64_t offsetForYou;  // where the receiver's block lands in it
+  uint64_t roundChunks;  // the largest relay load of round (sender's node), communicator-wide
+};
+// A relay's schedule for one writer (gather 3).
+struct RelayEntry {
+  uint64_t firstStep;     // the relay step at which the writer's chunks start at the relay
+  uint64_t writerOffset;  // steps of that round taken there by writers before this one
+  uint64_t offsetForYou;  // where the writer's own block lands in the relay's target
+};
+// What a writer learns of its relay on another node (step 3, gather 4).
+struct WriterEntry {
+  uint64_t firstStep, writerOffset, offsetForYou;
+  RemoteRegion remote;  // the relay's network target (the writer puts its own block there)
 };
 
 // Same AlltoAllV, different collective call: some rank made a collective call the others did
@@ -78,18 +86,47 @@ CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
     : boot_(boot), topo_(topo), rank_(rank), n_(topo.nRanks()), node_(topo.nodeOf(rank)),
       local_(topo.localRankOf(rank)), L_(topo.nodeSize(node_)), nNodes_(topo.nNodes()),
       W_(plan::relayWriterSlots(topo, rank)),
-      gathersPerCall_(topo.nNodes() == 1 ? 1 : topo.uniform() ? 2 : 3), options_(options) {
+      gathersPerCall_(topo.nNodes() == 1 ? 1 : 5), options_(options) {
   for (int k = 1; k < nNodes_; ++k) {
     const int from = topo.recvNode(node_, k);
     for (int m = 0; local_ + m * L_ < topo.nodeSize(from); ++m)
       writers_.push_back({k, m, topo.rankAt(from, local_ + m * L_)});
   }
+  // The rail handlers: local rank a mod L serves the pair (this node, node a). Where each
+  // node's block sits in its handler's records of gathers 2 and 4, and each relay's writers.
+  offset25_.assign(nNodes_, 0);
+  offset4_.assign(nNodes_, 0);
+  recordBytes25_.assign(L_, sizeof(Verdict));
+  recordBytes4_.assign(L_, sizeof(Verdict));
+  for (int a = 0; a < nNodes_; ++a) {
+    if (a == node_) continue;
+    const int h = a % L_;
+    if (h == local_) handled_.push_back(a);
+    offset25_[a] = recordBytes25_[h];
+    recordBytes25_[h] += 8 + 8 * (size_t)topo.nodeSize(a) * L_;
+    offset4_[a] = recordBytes4_[h];
+    recordBytes4_[h] += 8 + sizeof(WriterEntry) * (size_t)L_;
+  }
+  writerIndex_.assign((size_t)L_ * nNodes_, -1);
+  size_t rec3 = 0;
+  for (int j = 0; j < L_; ++j) {
+    int t = 0;
+    for (int k = 1; k < nNodes_; ++k) {
+      const int from = topo.recvNode(node_, k);
+      if (j < topo.nodeSize(from)) writerIndex_[(size_t)j * nNodes_ + from] = t;
+      for (int m = 0; j + m * L_ < topo.nodeSize(from); ++m) ++t;
+    }
+    rec3 = std::max(rec3, sizeof(Verdict) + sizeof(RelayEntry) * (size_t)t);
+  }
   // Setting up the node gather is collective: every rank takes part when any node has mates,
   // and a rank alone on its node then drops its own.
   if (topo.maxNodeSize() > 1) {
     const size_t rec1 = sizeof(MetaHeader) + sizeof(Verdict) + 8 * ((size_t)nNodes_ + 3 * n_);
-    const size_t rec2 = sizeof(Verdict) + 16 * (size_t)L_;
-    gather_ = std::make_unique<NodeGather>(boot, topo, rank, std::max(rec1, rec2), timeoutS);
+    const size_t rec5 = sizeof(Verdict) + 16 * (size_t)L_;
+    const size_t rec = std::max({rec1, rec3, rec5,
+                                 *std::max_element(recordBytes25_.begin(), recordBytes25_.end()),
+                                 *std::max_element(recordBytes4_.begin(), recordBytes4_.end())});
+    gather_ = std::make_unique<NodeGather>(boot, topo, rank, rec, timeoutS);
     if (L_ == 1) gather_.reset();
   }
 }
@@ -106,6 +143,7 @@ void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verd
   out.localOffset.assign(L_, std::vector<uint64_t>());
   // [local rank * nNodes + k]: each mate's relay chunks of round k, for the relay loads.
   std::vector<uint64_t> mateChunks((size_t)L_ * nNodes_, 0);
+  mateRecords_.assign(L_, nullptr);  // step-1 records, read again by checkWholeNode and railSendCounts
   std::copy(myChunks_.begin(), myChunks_.end(), mateChunks.begin() + (size_t)local_ * nNodes_);
   if (gather_) {
     std::vector<char> rec(offAt + 8 * (size_t)n_);
@@ -120,7 +158,7 @@ void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verd
     for (int j = 0; j < L_; ++j) {
       if (j == local_) continue;
       const int mate = topo_.rankAt(node_, j);
-      const char* p = gather_->peerRecord(j, gs);
+      const char* p = mateRecords_[j] = gather_->peerRecord(j, gs);
       out.localHeader[j] = at<MetaHeader>(p, 0);
       RMACC_ENFORCE(out.localHeader[j].seq == seq, "rank %d is at call %llu, rank %d at %llu", mate,
                     (unsigned long long)out.localHeader[j].seq, rank_, (unsigned long long)seq);
@@ -160,10 +198,7 @@ void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verd
 void CountExchange::checkWholeNode(uint64_t gs, const Mine& mine, Result& out, Verdict& v) {
   const size_t sendAt = sizeof(MetaHeader) + sizeof(Verdict) + 8 * (size_t)nNodes_,
                recvAt = sendAt + 8 * (size_t)n_;
-  std::vector<const char*>& rec = mateRecords_;  // nullptr: this rank's own (in `mine`)
-  rec.assign(L_, nullptr);
-  for (int j = 0; j < L_; ++j)
-    if (j != local_) rec[j] = gather_->peerRecord(j, gs);
+  const std::vector<const char*>& rec = mateRecords_;  // nullptr: this rank's own (in `mine`)
   for (int js = 0; js < L_; ++js) {
     const char* ps = rec[js];
     const int src = topo_.rankAt(node_, js);
@@ -178,72 +213,88 @@ void CountExchange::checkWholeNode(uint64_t gs, const Mine& mine, Result& out, V
   out.bytes.sharedRead += 16 * (size_t)(L_ - 1) * L_;
 }
 
-// Step 2: counts go to the relays; the writers' counts are checked against this node's
-// expectations.
-void CountExchange::railPhase1(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
-  plan::RankInputs& in = out.inputs;
-  roundMaxHere_ = node_ >= 1 ? aggChunks_[node_] : 0;
+// Step 2, by the rail handlers: one message per pair of nodes with every count from this
+// node's ranks to that node's ranks (L x L_a), read from the mates' step-1 records, and this
+// node's share of that node's round maximum.
+void CountExchange::railSendCounts(uint64_t seq, const Mine& mine, Result& out, const Verdict& v) {
   std::vector<char> msg;
-  for (int a = 0; a < nNodes_; ++a) {
-    if (a == node_) continue;
-    const int peer = topo_.railPeer(rank_, a), la = topo_.nodeSize(a);
+  for (int a : handled_) {
+    const int la = topo_.nodeSize(a), partner = topo_.rankAt(a, node_ % la);
+    const size_t sendAt = sizeof(MetaHeader) + sizeof(Verdict) + 8 * (size_t)nNodes_;
     Rail1 h{seq, mine.header.callSeq, a >= 1 ? aggChunks_[a] : 0};
-    msg.resize(sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)la);
+    msg.resize(sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)L_ * la);
     memcpy(msg.data(), &h, sizeof(h));
     memcpy(msg.data() + sizeof(h), &v, sizeof(Verdict));
-    for (int j = 0; j < la; ++j) {
-      const uint64_t c = mine.send[topo_.rankAt(a, j)];
-      memcpy(msg.data() + sizeof(h) + sizeof(Verdict) + 8 * j, &c, 8);
+    char* counts = msg.data() + sizeof(h) + sizeof(Verdict);
+    for (int i = 0; i < L_; ++i) {
+      for (int j = 0; j < la; ++j) {
+        const int dst = topo_.rankAt(a, j);
+        const uint64_t c = i == local_ ? mine.send[dst]
+                                       : at<uint64_t>(mateRecords_[i], sendAt + 8 * (size_t)dst);
+        memcpy(counts + 8 * ((size_t)i * la + j), &c, 8);
+      }
+      if (i != local_) out.bytes.sharedRead += 8 * (size_t)la;
     }
-    boot_.send(peer, kRail1Tag, msg.data(), msg.size());
+    boot_.send(partner, kRail1Tag, msg.data(), msg.size());
     out.bytes.sent += msg.size();
   }
-  const size_t want = sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)L_;
-  for (size_t t = 0; t < writers_.size(); ++t) {
-    const Writer& w = writers_[t];
-    std::vector<char> got = boot_.recv(w.rank, kRail1Tag);
+}
+
+// Step 2, received by the handlers and spread over the node (gather 2): every rank reads its
+// writers' counts to this node (as their relay) and checks them against its node's
+// expectations, and every node's share of this node's round maximum.
+void CountExchange::railGatherCounts(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
+  plan::RankInputs& in = out.inputs;
+  std::vector<char> rec(recordBytes25_[local_]);
+  for (int a : handled_) {
+    const int la = topo_.nodeSize(a), partner = topo_.rankAt(a, node_ % la);
+    const size_t want = sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)la * L_;
+    std::vector<char> got = boot_.recv(partner, kRail1Tag);
     out.bytes.received += got.size();
     RMACC_ENFORCE(got.size() == want, "count exchange of call %llu: rank %d sent %zu bytes, expected %zu",
-                  (unsigned long long)seq, w.rank, got.size(), want);
+                  (unsigned long long)seq, partner, got.size(), want);
     const Rail1& h = at<Rail1>(got.data(), 0);
-    RMACC_ENFORCE(h.seq == seq, "rank %d is at call %llu, rank %d at %llu", w.rank,
+    RMACC_ENFORCE(h.seq == seq, "rank %d is at call %llu, rank %d at %llu", partner,
                   (unsigned long long)h.seq, rank_, (unsigned long long)seq);
-    checkInStep(w.rank, h.callSeq, mine.header.callSeq);
+    checkInStep(partner, h.callSeq, mine.header.callSeq);
     v.merge(at<Verdict>(got.data(), sizeof(Rail1)));
-    roundMaxHere_ = std::max(roundMaxHere_, h.roundChunks);
+    char* block = rec.data() + offset25_[a];
+    memcpy(block, &h.roundChunks, 8);
+    memcpy(block + 8, got.data() + sizeof(Rail1) + sizeof(Verdict), 8 * (size_t)la * L_);
+  }
+  memcpy(rec.data(), &v, sizeof(Verdict));
+  const char* const* recs = gatherStep(seq, 2, rec);
+  roundMaxHere_ = node_ >= 1 ? aggChunks_[node_] : 0;
+  for (int h = 0; h < L_; ++h) {
+    v.merge(at<Verdict>(recs[h], 0));
+    if (h != local_) out.bytes.sharedRead += sizeof(Verdict);
+  }
+  for (int a = 0; a < nNodes_; ++a) {
+    if (a == node_) continue;
+    roundMaxHere_ = std::max(roundMaxHere_, at<uint64_t>(recs[a % L_], offset25_[a]));
+    if (a % L_ != local_) out.bytes.sharedRead += 8;
+  }
+  for (size_t t = 0; t < writers_.size(); ++t) {
+    const Writer& w = writers_[t];
+    const int a = topo_.nodeOf(w.rank);
+    const char* row = recs[a % L_] + offset25_[a] + 8 + 8 * (size_t)topo_.localRankOf(w.rank) * L_;
     for (int j = 0; j < L_; ++j) {
-      const uint64_t c = at<uint64_t>(got.data(), sizeof(Rail1) + sizeof(Verdict) + 8 * j);
+      const uint64_t c = at<uint64_t>(row, 8 * (size_t)j);
       in.relayIn[((size_t)w.k * W_ + w.m) * L_ + j] = c;
       const uint64_t e = expect_[t * L_ + j];
       if (c != e) v.mismatch(w.rank, topo_.rankAt(node_, j), c, e);
     }
+    if (a % L_ != local_) out.bytes.sharedRead += 8 * (size_t)L_;
   }
 }
 
-// Step 2b (node sizes differ): the node's verdict and its maximum of round (own node), which
-// some of its ranks heard only through their mates.
-void CountExchange::nodeRoundMax(uint64_t seq, Result& out, Verdict& v) {
-  if (!gather_) return;
-  char rec[sizeof(Verdict) + 8];
-  memcpy(rec, &v, sizeof(Verdict));
-  memcpy(rec + sizeof(Verdict), &roundMaxHere_, 8);
-  const uint64_t gs = gathersPerCall_ * (seq - 1) + 2;
-  gather_->publish(gs, rec, sizeof(rec));
-  for (int j = 0; j < L_; ++j) {
-    if (j == local_) continue;
-    const char* p = gather_->peerRecord(j, gs);
-    v.merge(at<Verdict>(p, 0));
-    roundMaxHere_ = std::max(roundMaxHere_, at<uint64_t>(p, sizeof(Verdict)));
-    out.bytes.sharedRead += sizeof(rec);
-  }
-}
-
-// Step 3: this relay's schedule goes back to its writers, with the round maximum and where
-// each writer's own block lands here.
-void CountExchange::railPhase2(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
+// Gather 3: this relay's schedule for its writers (where each one's chunks start here, and
+// where its own block lands in this rank's target), for the handlers to send back.
+void CountExchange::relaySchedule(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
   plan::RankInputs& in = out.inputs;
-  const Verdict known = v;  // what this rank knew when it sent (the same to every writer)
-  std::vector<char> msg(sizeof(Rail2) + sizeof(Verdict));
+  std::vector<char>& rec = relayRecord_;  // read again by railReplies
+  rec.assign(sizeof(Verdict) + sizeof(RelayEntry) * writers_.size(), 0);
+  memcpy(rec.data(), &v, sizeof(Verdict));  // what this rank knew when it published
   uint64_t step = relaySteps_, roundStart = step;
   for (size_t t = 0; t < writers_.size(); ++t) {
     const Writer& w = writers_[t];
@@ -251,31 +302,89 @@ void CountExchange::railPhase2(uint64_t seq, const Mine& mine, Result& out, Verd
     uint64_t total = 0;
     for (int j = 0; j < L_; ++j)
       if (j != local_) total += in.relayIn[((size_t)w.k * W_ + w.m) * L_ + j];
-    Rail2 h{seq, roundMaxHere_, step, step - roundStart, mine.header.remote, mine.offset[w.rank]};
+    const RelayEntry e{step, step - roundStart, mine.offset[w.rank]};
+    memcpy(rec.data() + sizeof(Verdict) + sizeof(RelayEntry) * t, &e, sizeof(e));
     step += plan::chunkCount(total, options_);
-    memcpy(msg.data(), &h, sizeof(h));
-    memcpy(msg.data() + sizeof(h), &known, sizeof(Verdict));
-    boot_.send(w.rank, kRail2Tag, msg.data(), msg.size());
-    out.bytes.sent += msg.size();
   }
   relayChunksThisCall_ = step - relaySteps_;
   if (node_ >= 1) in.roundChunks[node_] = roundMaxHere_;
+  const char* const* recs = gatherStep(seq, 3, relayRecord_);
+  relayRecords_.assign(recs, recs + L_);
+  for (int j = 0; j < L_; ++j) {
+    v.merge(at<Verdict>(relayRecords_[j], 0));
+    if (j != local_) out.bytes.sharedRead += sizeof(Verdict);
+  }
+}
+
+// Step 3, by the handlers: one reply per pair of nodes, with this node's round maximum, the
+// verdict of this node and every entry of the relays here for that node's writers; received
+// replies are spread over the node (gather 4), where every writer reads its own.
+void CountExchange::railReplies(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
+  plan::RankInputs& in = out.inputs;
+  const Verdict known = v;  // the node's verdict (gather 3 spread it): the same in every reply
+  std::vector<char> msg;
+  for (int a : handled_) {
+    const int la = topo_.nodeSize(a), partner = topo_.rankAt(a, node_ % la);
+    msg.resize(sizeof(Rail2) + sizeof(Verdict) + sizeof(WriterEntry) * la);
+    const Rail2 h{seq, roundMaxHere_};
+    memcpy(msg.data(), &h, sizeof(h));
+    memcpy(msg.data() + sizeof(h), &known, sizeof(Verdict));
+    for (int i = 0; i < la; ++i) {
+      const int j = i % L_, m = i / L_;  // the relay of a's local rank i, and its writer slot
+      const RelayEntry& r = at<RelayEntry>(
+          relayRecords_[j], sizeof(Verdict) + sizeof(RelayEntry) * (size_t)(writerIndex_[(size_t)j * nNodes_ + a] + m));
+      const WriterEntry e{r.firstStep, r.writerOffset, r.offsetForYou,
+                          j == local_ ? mine.header.remote : out.localHeader[j].remote};
+      memcpy(msg.data() + sizeof(h) + sizeof(Verdict) + sizeof(WriterEntry) * i, &e, sizeof(e));
+      if (j != local_) out.bytes.sharedRead += sizeof(RelayEntry);
+    }
+    boot_.send(partner, kRail2Tag, msg.data(), msg.size());
+    out.bytes.sent += msg.size();
+  }
+  std::vector<char> rec(recordBytes4_[local_]);
+  for (int b : handled_) {
+    const int lb = topo_.nodeSize(b), partner = topo_.rankAt(b, node_ % lb);
+    const size_t want = sizeof(Rail2) + sizeof(Verdict) + sizeof(WriterEntry) * L_;
+    std::vector<char> got = boot_.recv(partner, kRail2Tag);
+    out.bytes.received += got.size();
+    RMACC_ENFORCE(got.size() == want && at<Rail2>(got.data(), 0).seq == seq,
+                  "count exchange of call %llu: rank %d's reply is out of step", (unsigned long long)seq, partner);
+    v.merge(at<Verdict>(got.data(), sizeof(Rail2)));
+    char* block = rec.data() + offset4_[b];
+    memcpy(block, &at<Rail2>(got.data(), 0).roundChunks, 8);
+    memcpy(block + 8, got.data() + sizeof(Rail2) + sizeof(Verdict), sizeof(WriterEntry) * L_);
+  }
+  memcpy(rec.data(), &v, sizeof(Verdict));
+  const char* const* recs = gatherStep(seq, 4, rec);
+  for (int h = 0; h < L_; ++h) {
+    v.merge(at<Verdict>(recs[h], 0));
+    if (h != local_) out.bytes.sharedRead += sizeof(Verdict);
+  }
   out.railRemote.assign(nNodes_, RemoteRegion{});
   out.railOffset.assign(nNodes_, 0);
   for (int k = 1; k < nNodes_; ++k) {
-    const int a = topo_.sendNode(node_, k), peer = topo_.railPeer(rank_, a);
-    std::vector<char> got = boot_.recv(peer, kRail2Tag);
-    out.bytes.received += got.size();
-    RMACC_ENFORCE(got.size() == msg.size() && at<Rail2>(got.data(), 0).seq == seq,
-                  "count exchange of call %llu: rank %d's reply is out of step", (unsigned long long)seq, peer);
-    const Rail2& h = at<Rail2>(got.data(), 0);
-    v.merge(at<Verdict>(got.data(), sizeof(Rail2)));
-    if (a >= 1) in.roundChunks[a] = h.roundChunks;
-    in.writerStep[k] = h.firstStep;
-    in.writerOffset[k] = h.writerOffset;
-    out.railRemote[a] = h.remote;
-    out.railOffset[a] = h.offsetForYou;
+    const int a = topo_.sendNode(node_, k);
+    const char* block = recs[a % L_] + offset4_[a];
+    const WriterEntry& e = at<WriterEntry>(block, 8 + sizeof(WriterEntry) * (size_t)local_);
+    if (a >= 1) in.roundChunks[a] = at<uint64_t>(block, 0);
+    in.writerStep[k] = e.firstStep;
+    in.writerOffset[k] = e.writerOffset;
+    out.railRemote[a] = e.remote;
+    out.railOffset[a] = e.offsetForYou;
+    if (a % L_ != local_) out.bytes.sharedRead += 8 + sizeof(WriterEntry);
   }
+}
+
+// Publishes `mine` as gather `step` of call `seq` and returns every local rank's record
+// (this rank's own is `mine`). A rank alone on its node has no gather: its record is all.
+const char* const* CountExchange::gatherStep(uint64_t seq, int step, const std::vector<char>& mine) {
+  records_.assign(L_, mine.data());
+  if (!gather_) return records_.data();
+  const uint64_t gs = gathersPerCall_ * (seq - 1) + (uint64_t)step;
+  gather_->publish(gs, mine.data(), mine.size());
+  for (int j = 0; j < L_; ++j)
+    if (j != local_) records_[j] = gather_->peerRecord(j, gs);
+  return records_.data();
 }
 
 // Step 4: the verdict, and what this rank forwards to each mate: signals and the last batch.
@@ -349,9 +458,10 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
   if (mine.send[rank_] != mine.recv[rank_]) v.mismatch(rank_, rank_, mine.send[rank_], mine.recv[rank_]);
   nodePhase1(seq, mine, out, v);
   if (nNodes_ > 1) {
-    railPhase1(seq, mine, out, v);
-    if (!topo_.uniform()) nodeRoundMax(seq, out, v);
-    railPhase2(seq, mine, out, v);
+    railSendCounts(seq, mine, out, v);
+    railGatherCounts(seq, mine, out, v);
+    relaySchedule(seq, mine, out, v);
+    railReplies(seq, mine, out, v);
   } else {
     relayChunksThisCall_ = 0;
   }

@@ -8,25 +8,32 @@
 // the relay's writers from a node are that node's local ranks i', i' + L, ... (one each way when
 // nodes have equal sizes). Every count is checked by the rank that sees both sides: a receiver
 // checks its node-mates' counts to it, a relay checks its writers' counts to its node-mates
-// against their expectations. The steps, none of which moves n^2 data:
+// against their expectations.
+// Between two nodes the control plane carries one message each way per step, not one per rail:
+// the pair (node A, node B) is handled on A by local rank B mod L_A and on B by local rank
+// A mod L_B, which send for and spread to their whole node through the node gather. A rank
+// sends and receives 4 (nodes - 1) / L messages per call on average (8 x 128 nodes: ~64, where
+// one message per rail and step took 508), for three more node gathers, which cost
+// microseconds in shared memory. The steps, none of which moves n^2 data:
 //   1. node gather: header, relay chunks per round, sends, receive expectations and receive
 //      offsets. Each rank reads from each mate only the entries of its own writers.
-//   2. rail, writer -> relay: to its relay on node B, this rank's counts to B's ranks and its
-//      node's largest relay load of round B (node B collects the maximum of round B). The relay
-//      checks the counts against its node's expectations.
-//  2b. node gather, only when node sizes differ: the verdict and the maximum of round (own
-//      node) so far. A rank of a larger node hears from no writer of a smaller node whose
-//      ranks are fewer than its local rank; its mates did.
-//   3. rail, relay -> writers: the verdict so far, the maximum of round (own node), where the
-//      writer's chunks start here (relay step) and the relay's network receive target with the
-//      offset of the writer's block in it (the writer puts that block there directly).
-//   4. node gather: the verdict, and the forward signals this rank sends to each mate.
+//   2. rail, node -> node (handlers): every count from this node's ranks to that node's ranks,
+//      read from the step-1 records, and this node's share of that node's round maximum.
+//      Node gather 2 spreads what a node's handlers received: each relay reads its writers'
+//      counts and checks them against its node's expectations; every rank takes the round
+//      maximum of its own node from every node's share.
+//   3. node gather 3: each relay's schedule for its writers (relay step of their first chunk,
+//      steps of the round before theirs, where their own block lands here) and its verdict.
+//   4. rail, node -> node (handlers): the node's verdict, its round maximum and its relays'
+//      entries for the other node's writers. Node gather 4 spreads the replies; each writer
+//      reads its own entry from each node and every round's maximum.
+//   5. node gather: the verdict, and the forward signals this rank sends to each mate.
 // On one node only step 1 runs: every rank checks all of the node's pairs from the records of
 // step 1 (checkWholeNode), which gives every rank the same verdict at once.
 // A verdict (the lowest rejecting rank, the first mismatching (sender, receiver) pair) known to
-// any rank after step 2 reaches its node (step 2b, or with equal sizes its rail peers in step 3
-// and their mates in step 4), every node in step 3 (every rank has a relay on every node) and
-// every rank in step 4: every rank ends with the same verdict, and on failure nothing moves.
+// any rank of a node after step 2's checks is the whole node's after gather 3; step 4 carries
+// it to every other node, gather 4 to all their ranks: every rank ends with the same verdict,
+// and on failure nothing moves.
 #pragma once
 
 #include <cstdint>
@@ -106,17 +113,23 @@ class CountExchange {
   struct Verdict;
   void nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
   void checkWholeNode(uint64_t gs, const Mine& mine, Result& out, Verdict& v);
-  void railPhase1(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
-  void nodeRoundMax(uint64_t seq, Result& out, Verdict& v);
-  void railPhase2(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
+  void railSendCounts(uint64_t seq, const Mine& mine, Result& out, const Verdict& v);
+  void railGatherCounts(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
+  void relaySchedule(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
+  void railReplies(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
   void nodePhase2(uint64_t seq, Result& out, Verdict& v);
+  const char* const* gatherStep(uint64_t seq, int step, const std::vector<char>& mine);
 
   Bootstrap& boot_;
   const Topology& topo_;
   const int rank_, n_, node_, local_, L_, nNodes_;
   const int W_;                          // plan::relayWriterSlots
-  const uint64_t gathersPerCall_;        // 1 on one node; 3 when node sizes differ (step 2b); else 2
+  const uint64_t gathersPerCall_;        // 1 on one node, else 5
   std::vector<Writer> writers_;
+  std::vector<int> handled_;             // the nodes whose rail this rank handles
+  std::vector<size_t> offset25_, offset4_;  // [node] its block in its handler's gather 2 / 4 record
+  std::vector<size_t> recordBytes25_, recordBytes4_;  // [local rank] that handler's record sizes
+  std::vector<int> writerIndex_;         // [j * nNodes + node]: relay j's first writer from node
   const plan::Options options_;
   std::unique_ptr<NodeGather> gather_;
   uint64_t relaySteps_ = 0;          // relay steps of the calls that ran
@@ -126,7 +139,10 @@ class CountExchange {
   std::vector<uint64_t> expect_;     // [t * L + j]: mate j expects from writers_[t]
   uint64_t roundMaxHere_ = 0;        // max chunks of round (this node), gathered in phase 1
   std::vector<uint64_t> myChunks_;   // [round] this rank's own relay payload chunks
-  std::vector<const char*> mateRecords_;  // checkWholeNode: [local rank] its step-1 record
+  std::vector<const char*> mateRecords_;  // [local rank] its step-1 record (own: nullptr)
+  std::vector<const char*> records_;      // gatherStep's result
+  std::vector<const char*> relayRecords_;  // [local rank] its gather-3 record
+  std::vector<char> relayRecord_;         // this rank's gather-3 record
 };
 
 }  // namespace rmacc
