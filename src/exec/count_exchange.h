@@ -13,8 +13,9 @@
 // the pair (node A, node B) is handled on A by local rank B mod L_A and on B by local rank
 // A mod L_B, which send for and spread to their whole node through the node gather. A rank
 // sends and receives 4 (nodes - 1) / L messages per call on average (8 x 128 nodes: ~64, where
-// one message per rail and step took 508), for three more node gathers, which cost
-// microseconds in shared memory. The steps, none of which moves n^2 data:
+// one message per rail and step took 508), for three more node gathers (two more where node
+// sizes differ: the old step 2b is gone), which cost microseconds in shared memory. The steps,
+// none of which moves n^2 data:
 //   1. node gather: header, relay chunks per round, sends, receive expectations and receive
 //      offsets. Each rank reads from each mate only the entries of its own writers.
 //   2. rail, node -> node (handlers): every count from this node's ranks to that node's ranks,
