@@ -50,15 +50,24 @@ class Root {
       // The clock restarts when the first rank arrives, so that an id made long before the
       // ranks start still works; the root waits at most two timeouts in all.
       deadline_ = deadlineAfter(timeoutS_);
+      // One loop for the whole rendezvous, failed or not: a hello the loop has already taken
+      // in (accepted, or half read) when the rendezvous fails is then answered like any later
+      // one, instead of being dropped with the loop's state while the root waits for it.
       bool complete = acceptHellos(
           listener_, sizeof(RootHello), deadline_,
-          [this](Socket s, const char* hello) { onHello(std::move(s), hello); },
-          [this] { return failed_ || (nRanks_ > 0 && arrived_ == nRanks_); });
+          [this](Socket s, const char* hello) {
+            if (failed_) return onLate(std::move(s), hello);
+            onHello(std::move(s), hello);
+            // Just failed: the ranks already here hear now, later ones as they arrive. Rank 0
+            // hears last: its process usually hosts this thread (see giveUp) and may exit as
+            // soon as it hears, which would leave the latecomers a bare EOF.
+            if (failed_) rejectArrived(1, nRanks_);
+          },
+          [this] {
+            return failed_ ? nRanks_ > 0 && arrived_ + answeredFailed_ >= nRanks_
+                           : nRanks_ > 0 && arrived_ == nRanks_;
+          });
       if (failed_) {
-        // Rank 0 hears last: its process usually hosts this thread (see giveUp) and may exit
-        // as soon as it hears, which would leave the latecomers a bare EOF.
-        rejectArrived(1, nRanks_);
-        answerLatecomers();
         rejectArrived(0, std::min(1u, nRanks_));
         return;
       }
@@ -135,25 +144,20 @@ class Root {
 
   // Ranks that arrive after the rendezvous failed are told why (rather than finding the port
   // closed, which reads as a dead root), until every rank has been answered or the deadline.
-  void answerLatecomers() {
-    auto onLate = [this](Socket sock, const char* bytes) {
-      RootHello h;
-      memcpy(&h, bytes, sizeof(h));
-      if (h.magic != RootHello::kMagic || !secretsEqual(h.secret, secret_, sizeof(secret_)))
-        return;
-      bool valid = !(h.flags & RootHello::kAbort) && h.nRanks > 0 && h.nRanks <= kMaxRanks;
-      if (nRanks_ == 0 && valid) nRanks_ = h.nRanks, ranks_.resize(nRanks_);
-      ++answeredFailed_;
-      if (valid && h.rank == 0 && h.nRanks == nRanks_ && !ranks_[0].valid()) {
-        ranks_[0] = std::move(sock);  // answered last, by run()
-        return;
-      }
-      RootReply reply{(h.flags & RootHello::kAbort) ? (uint32_t)RootReply::kAborted : failStatus_,
-                      nRanks_, arrived_, 0};
-      (void)sock.sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
-    };
-    acceptHellos(listener_, sizeof(RootHello), deadline_, onLate,
-                 [this] { return nRanks_ > 0 && arrived_ + answeredFailed_ >= nRanks_; });
+  void onLate(Socket sock, const char* bytes) {
+    RootHello h;
+    memcpy(&h, bytes, sizeof(h));
+    if (h.magic != RootHello::kMagic || !secretsEqual(h.secret, secret_, sizeof(secret_))) return;
+    bool valid = !(h.flags & RootHello::kAbort) && h.nRanks > 0 && h.nRanks <= kMaxRanks;
+    if (nRanks_ == 0 && valid) nRanks_ = h.nRanks, ranks_.resize(nRanks_);
+    ++answeredFailed_;
+    if (valid && h.rank == 0 && h.nRanks == nRanks_ && !ranks_[0].valid()) {
+      ranks_[0] = std::move(sock);  // answered last, by run()
+      return;
+    }
+    RootReply reply{(h.flags & RootHello::kAbort) ? (uint32_t)RootReply::kAborted : failStatus_,
+                    nRanks_, arrived_, 0};
+    (void)sock.sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
   }
 
   void sendTable() {
