@@ -115,7 +115,10 @@ SimOptions parseOptions(int argc, char** argv) {
        [&](auto& k, auto v) { o.planner.creditWindow = integer(k, v, 0, 1024); }},
       {"--min-chunks",
        [&](auto& k, auto v) { o.planner.minChunksPerRound = integer(k, v, 0, 1024); }},
-      {"--entry-lead", [&](auto& k, auto v) { o.planner.entryLead = integer(k, v, -1, 1024); }},
+      {"--entry-lead",  // number() takes no sign: -1 is spelt out
+       [&](auto& k, auto v) {
+         o.planner.entryLead = std::string(v) == "-1" ? -1 : integer(k, v, 0, 1024);
+       }},
       {"--min-chunk-bytes", [&](auto& k, auto v) { o.planner.minChunkBytes = size(k, v); }},
       {"--rounds-per-batch",
        [&](auto& k, auto v) { o.planner.roundsPerBatch = integer(k, v, 0, 1024); }},
