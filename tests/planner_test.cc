@@ -418,6 +418,51 @@ TEST(Planner, CreditWindowPacesRelayWriters) {
   }
 }
 
+// Entry signals to remote writers (Options::entryLead). 6 nodes x 2, one position per round:
+// a rank's only write into a rank of another node is its direct put of the round that pairs
+// the two nodes, and the entry wait it depends on sits at that put's batch, the signal entryLead
+// batches earlier (batch 0 at the least), instead of every signal and wait at batch 0 (-1), where
+// a rank's proxy sent all 5 remote signals before any put. Two calls verify for each lead.
+TEST(Planner, RemoteEntrySignalsGoOutWithTheirRound) {
+  const Topology topo = Topology::blocks(6, 2);
+  const auto b = counts(12, [](int s, int d) { return s == d ? 0 : 64; });
+  for (int lead : {-1, 0, 2}) {
+    Options o = opts(64, 2);
+    o.entryLead = lead;
+    const Plan p = planOf(topo, b, o);
+    for (int r = 0; r < 12; ++r) {
+      const auto& ops = p.ranks[r].ops;
+      auto direct =
+          find(p, r, [](const Op& op) { return isDirectPut(op) && op.lane == Lane::kProxyPut; });
+      ASSERT_EQ(direct.size(), 5u) << "r" << r;
+      for (int i : direct) {
+        const Op& put = ops[i];
+        ASSERT_EQ(put.deps.size(), 1u);
+        const Op& wait = ops[put.deps[0]];
+        ASSERT_TRUE(isWait(wait, kPlanCtxEntry));
+        EXPECT_EQ(wait.peer, put.peer);
+        EXPECT_EQ(wait.batch, lead < 0 ? 0 : put.batch) << "lead " << lead << " r" << r;
+        auto sig = find(p, put.peer, [&](const Op& op) {
+          return isSignal(op, kPlanCtxEntry) && op.peer == r;
+        });
+        ASSERT_EQ(sig.size(), 1u);
+        const int want = lead < 0 ? 0 : std::max(0, put.batch - lead);
+        EXPECT_EQ(p.ranks[put.peer].ops[sig[0]].batch, want)
+            << "lead " << lead << " r" << put.peer << " -> r" << r;
+      }
+      // With a lead the proxy's first data put comes before its last remote entry signal.
+      auto proxy = find(p, r, [](const Op& op) { return op.lane == Lane::kProxyPut; });
+      int lastEntry = -1, firstData = -1;
+      for (int i : proxy) {
+        if (isSignal(ops[i], kPlanCtxEntry)) lastEntry = i;
+        if (isData(ops[i]) && firstData < 0) firstData = i;
+      }
+      EXPECT_EQ(firstData < lastEntry, lead >= 0) << "lead " << lead << " r" << r;
+    }
+    expectGood({p, planOf(topo, b, o, p.after)});
+  }
+}
+
 TEST(Planner, SplitsPutsAtMaxPutBytes) {
   Plan p = planOf(Topology::blocks(2, 2), counts(4, [](int, int) { return 10; }), opts(8, 2, 3));
   for (int r = 0; r < 4; ++r)

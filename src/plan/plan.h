@@ -117,6 +117,14 @@ struct Options {
   // not cut, plan_build.cc). 0 or 1: chunks of one slot. chunkBytes() (plan_build.h) applies it.
   int minChunksPerRound = 0;
   uint64_t minChunkBytes = 1ull << 20;
+  // Entry signals to remote writers go out this many pipeline positions before the round whose
+  // direct put needs them, and the writer waits for one just before that round (RESULTS §7.6),
+  // instead of all at the start: there each rank's proxy sent and took in one per remote rail
+  // peer (2 x 127 at 128 nodes) before its first put, the round-1 puts waited for all of them,
+  // and the nodes left that start at different times (rmacc-sim, 32 x 8 GPUs at 256 MiB per
+  // rank: 0.60 -> 0.93 of the bound). Negative: all at the start, as before. Entry signals
+  // between node-mates stay at the start (CE, cheap, and the first round's forwards need them).
+  int entryLead = 2;
 };
 
 // Rounds per batch that `options` allows: roundsPerBatch capped at creditWindow(options) / 2,

@@ -98,6 +98,19 @@ inline BlockForwards blockForwards(uint64_t start, uint64_t len, uint64_t chunk,
   return f;
 }
 
+// Pipeline positions of the entry signal and of the entry wait between a writer and a rank of
+// another node into which it puts directly in round k (Options::entryLead), from the round's
+// first position: the wait just before the round's puts, the signal entryLead positions earlier
+// (at the start when negative). Either way the signal's key (pos, kPhaseStart) is below the
+// wait's (pos, kPhaseEntryWait), which is all planner.cc's deadlock argument asks of it.
+struct EntryPositions {
+  int signal, wait;
+};
+inline EntryPositions remoteEntryPositions(int roundBase, const Options& options) {
+  if (options.entryLead < 0) return {0, 0};
+  return {std::max(0, roundBase - options.entryLead), roundBase};
+}
+
 // Orders one rank's drafts by key (stable) and remaps deps to the new indices. `rank` is for
 // error messages only.
 std::vector<Op> sortDrafts(std::vector<Draft>& drafts, int rank);

@@ -4,7 +4,9 @@
 // stably sorted by key, which fixes the order of every lane. Every true dependency -- a dep on
 // the same rank, or a signal from one rank to the wait it satisfies on another -- goes from a
 // strictly smaller key to a larger one:
-//   entry signal (0,Start) -> entry wait (0,EntryWait) -> puts/forwards of any later batch;
+//   entry signal (q,Start) -> entry wait (p,EntryWait), q <= p -> puts/forwards of batch p or
+//   later (between node-mates q = p = 0; to a remote writer p is the first position of the
+//   round of its direct put and q = p - entryLead, remoteEntryPositions in plan_build.h);
 //   credit wait (p,CreditWait) -> relay put (p,Put) -> relay wait (p+1,RelayWait)
 //   -> forwards (p+1,Forward) -> credit for step t+W (p+1,Credit) -> its credit wait at
 //   (p',CreditWait) with p' >= p+2, because one relay takes at most W/2 steps per position
@@ -127,16 +129,26 @@ std::vector<int> Planner::writersInto(int dest) const {
 // seed notes' memset bug), so each writer waits for dest's zero-byte entry signal before its
 // first write into dest. One signal per (dest, writer) pair and call; every write of that
 // writer into dest depends on that one wait. Relay buffers need none: credits guard them.
+// A remote writer's only write into dest is its direct put of one round, so its signal and
+// wait are placed by that round (Options::entryLead) and the proxies send and take in one per
+// round instead of all of them before the first put.
 void Planner::addEntry() {
   if (!opt_.entrySignals) return;
+  std::vector<int> roundFrom(topo_.nNodes(), 0);  // [node]: the round whose writers sit there
   for (int d = 0; d < n_; ++d) {
+    const int node = topo_.nodeOf(d);
+    for (int k = 1; k < topo_.nNodes(); ++k) roundFrom[topo_.recvNode(node, k)] = k;
     for (int w : writersInto(d)) {
       const bool local = topo_.sameNode(w, d);
+      // A remote writer only puts into d directly, in the round that pairs their nodes.
+      const EntryPositions at =
+          local ? EntryPositions{0, 0}
+                : remoteEntryPositions(roundBase_[roundFrom[topo_.nodeOf(w)]], opt_);
       add(d, putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}),
-          0, kPhaseStart);
+          at.signal, kPhaseStart);
       entryWait_[(size_t)w * n_ + d] =
-          add(w, waitOp(local ? Lane::kCeWait : Lane::kProxyWait, d, kPlanCtxEntry, 0, 1), 0,
-              kPhaseEntryWait);
+          add(w, waitOp(local ? Lane::kCeWait : Lane::kProxyWait, d, kPlanCtxEntry, 0, 1),
+              at.wait, kPhaseEntryWait);
     }
   }
 }
@@ -328,9 +340,9 @@ Plan Planner::run() {
   plan.options = opt_;
   plan.bytes = bytes_;
   plan.before.relaySteps = before_;
+  layoutRounds();  // first: entry signals and waits are placed by round
   addEntry();
   for (int s = 0; s < n_; ++s) addIntraNode(s);
-  layoutRounds();
   for (int k = 1; k < topo_.nNodes(); ++k) {
     for (int r = 0; r < n_; ++r) addRelay(r, k);
     for (int s = 0; s < n_; ++s) addDirect(s, k);

@@ -35,7 +35,7 @@ struct Scratch {
   std::vector<Draft> drafts;
   std::vector<int> deps, forwards, where, order, bucket;
   std::vector<Step> steps;
-  std::vector<int> roundBase, entryWait, writers, targets, roundFrom;
+  std::vector<int> roundBase, entryWait, writers, targets, roundFrom, roundTo;
   std::vector<Block> blocks;
   std::vector<Segment> segs;
   std::vector<Source> srcs;
@@ -126,7 +126,8 @@ bool RankPlanner::forwardsTo(int j) {
 }
 
 // Entry signals to the ranks that write into this one, and entry waits on the ranks this one
-// writes into, each in rank order (planner.cc addEntry walks (dest, writer) pairs in rank order).
+// writes into, each in rank order (planner.cc addEntry walks (dest, writer) pairs in rank order),
+// those with remote ranks at the positions of the round that pairs the two nodes.
 void RankPlanner::addEntry() {
   if (!opt_.entrySignals) return;
   std::vector<int>& writers = s_.writers;
@@ -154,15 +155,30 @@ void RankPlanner::addEntry() {
   }
   std::sort(writers.begin(), writers.end());
   std::sort(targets.begin(), targets.end());
+  // [node]: the round in which this rank receives from (sends to) that node's ranks directly.
+  std::vector<int>& roundFrom = s_.roundFrom;
+  std::vector<int>& roundTo = s_.roundTo;
+  roundFrom.assign(nNodes_, 0);
+  roundTo.assign(nNodes_, 0);
+  for (int k = 1; k < nNodes_; ++k) {
+    roundFrom[topo_.recvNode(node_, k)] = k;
+    roundTo[topo_.sendNode(node_, k)] = k;
+  }
   for (int w : writers) {
     const bool local = topo_.sameNode(w, me_);
-    add(putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}), 0,
-        kPhaseStart);
+    const EntryPositions at =
+        local ? EntryPositions{0, 0}
+              : remoteEntryPositions(roundBase_[roundFrom[topo_.nodeOf(w)]], opt_);
+    add(putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}),
+        at.signal, kPhaseStart);
   }
   for (int d : targets) {
     const bool local = topo_.sameNode(d, me_);
+    const EntryPositions at =
+        local ? EntryPositions{0, 0}
+              : remoteEntryPositions(roundBase_[roundTo[topo_.nodeOf(d)]], opt_);
     entryWait_[d] = add(waitOp(local ? Lane::kCeWait : Lane::kProxyWait, d, kPlanCtxEntry, 0, 1),
-                        0, kPhaseEntryWait);
+                        at.wait, kPhaseEntryWait);
   }
 }
 

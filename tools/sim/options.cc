@@ -29,6 +29,8 @@ const char* kUsage =
     "          --rounds-per-batch R   (Options::creditWindow, ::roundsPerBatch; 0: default)\n"
     "          --min-chunks C  --min-chunk-bytes SIZE   (Options::minChunksPerRound,\n"
     "          ::minChunkBytes: cut each relay payload into >= C chunks of >= SIZE; 0: off)\n"
+    "          --entry-lead P   (Options::entryLead: remote entry signals P positions ahead\n"
+    "          of their round; -1: all at the start)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -113,6 +115,10 @@ SimOptions parseOptions(int argc, char** argv) {
        [&](auto& k, auto v) { o.planner.creditWindow = integer(k, v, 0, 1024); }},
       {"--min-chunks",
        [&](auto& k, auto v) { o.planner.minChunksPerRound = integer(k, v, 0, 1024); }},
+      {"--entry-lead",  // number() takes no sign: -1 is spelt out
+       [&](auto& k, auto v) {
+         o.planner.entryLead = std::string(v) == "-1" ? -1 : integer(k, v, 0, 1024);
+       }},
       {"--min-chunk-bytes", [&](auto& k, auto v) { o.planner.minChunkBytes = size(k, v); }},
       {"--rounds-per-batch",
        [&](auto& k, auto v) { o.planner.roundsPerBatch = integer(k, v, 0, 1024); }},
