@@ -52,26 +52,35 @@ std::vector<WireAddr> TcpBootstrap::rendezvous(const UniqueIdData& id, Socket* l
   WireAddr rootWire{id.family, id.port, {}};
   memcpy(rootWire.addr, id.addr, sizeof(rootWire.addr));
   SockAddr rootAddr = SockAddr::fromWire(rootWire);
-  Socket root = Socket::connect(rootAddr, deadline, "the bootstrap root");
-
-  // Listen where the route to the root starts: an interface the other ranks can reach too.
-  SockAddr mine;
-  if (!envBootstrapAddress(&mine)) mine = root.localAddr();
-  mine.setPort(0);
-  *listener = Socket::listen(mine);
-
-  RootHello hello{};
-  hello.magic = RootHello::kMagic;
-  memcpy(hello.secret, secret_, sizeof(secret_));
-  hello.rank = (uint32_t)rank_;
-  hello.nRanks = (uint32_t)nRanks_;
-  hello.listen = listener->localAddr().toWire();
-  IoStatus st = root.sendAll(&hello, sizeof(hello), deadline);
+  Socket root;
   RootReply reply{};
-  // The root gives up on its own clock and tells every rank; waiting a little past our own
-  // deadline for that verdict keeps the rank that hosts the root from timing out first and
-  // taking the root down with its process, which would leave the others a bare EOF.
-  if (st == IoStatus::kOk) st = root.recvAll(&reply, sizeof(reply), deadline + kRootGrace);
+  IoStatus st;
+  // The root holds a connection that has not said hello only briefly, and under a flood of
+  // strangers closes the oldest such first (handshake.cc): a rank descheduled between its
+  // connect and its hello can be closed unheard. The root answers every hello it read, so a
+  // close before any answer means it never heard this one: say it again on a new connection
+  // (a root that is gone refuses it, which fails at once).
+  do {
+    root = Socket::connect(rootAddr, deadline, "the bootstrap root");
+    if (!listener->valid()) {
+      // Listen where the route to the root starts: an interface the other ranks can reach too.
+      SockAddr mine;
+      if (!envBootstrapAddress(&mine)) mine = root.localAddr();
+      mine.setPort(0);
+      *listener = Socket::listen(mine);
+    }
+    RootHello hello{};
+    hello.magic = RootHello::kMagic;
+    memcpy(hello.secret, secret_, sizeof(secret_));
+    hello.rank = (uint32_t)rank_;
+    hello.nRanks = (uint32_t)nRanks_;
+    hello.listen = listener->localAddr().toWire();
+    st = root.sendAll(&hello, sizeof(hello), deadline);
+    // The root gives up on its own clock and tells every rank; waiting a little past our own
+    // deadline for that verdict keeps the rank that hosts the root from timing out first and
+    // taking the root down with its process, which would leave the others a bare EOF.
+    if (st == IoStatus::kOk) st = root.recvAll(&reply, sizeof(reply), deadline + kRootGrace);
+  } while (st == IoStatus::kClosed && Clock::now() < deadline);
   if (st == IoStatus::kTimeout)
     RMACC_THROW(rmaccTimeout, "rank %d: bootstrap timed out after %.1f s waiting for all %d ranks "
                 "to reach the root at %s", rank_, timeoutS_, nRanks_, rootAddr.str().c_str());
