@@ -94,16 +94,16 @@ CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
   }
   // The rail handlers: local rank a mod L serves the pair (this node, node a). Where each
   // node's block sits in its handler's records of gathers 2 and 4, and each relay's writers.
-  offset25_.assign(nNodes_, 0);
+  offset2_.assign(nNodes_, 0);
   offset4_.assign(nNodes_, 0);
-  recordBytes25_.assign(L_, sizeof(Verdict));
+  recordBytes2_.assign(L_, sizeof(Verdict));
   recordBytes4_.assign(L_, sizeof(Verdict));
   for (int a = 0; a < nNodes_; ++a) {
     if (a == node_) continue;
     const int h = a % L_;
     if (h == local_) handled_.push_back(a);
-    offset25_[a] = recordBytes25_[h];
-    recordBytes25_[h] += 8 + 8 * (size_t)topo.nodeSize(a) * L_;
+    offset2_[a] = recordBytes2_[h];
+    recordBytes2_[h] += 8 + 8 * (size_t)topo.nodeSize(a) * L_;
     offset4_[a] = recordBytes4_[h];
     recordBytes4_[h] += 8 + sizeof(WriterEntry) * (size_t)L_;
   }
@@ -124,7 +124,7 @@ CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
     const size_t rec1 = sizeof(MetaHeader) + sizeof(Verdict) + 8 * ((size_t)nNodes_ + 3 * n_);
     const size_t rec5 = sizeof(Verdict) + 16 * (size_t)L_;
     const size_t rec = std::max({rec1, rec3, rec5,
-                                 *std::max_element(recordBytes25_.begin(), recordBytes25_.end()),
+                                 *std::max_element(recordBytes2_.begin(), recordBytes2_.end()),
                                  *std::max_element(recordBytes4_.begin(), recordBytes4_.end())});
     gather_ = std::make_unique<NodeGather>(boot, topo, rank, rec, timeoutS);
     if (L_ == 1) gather_.reset();
@@ -219,7 +219,7 @@ void CountExchange::checkWholeNode(uint64_t gs, const Mine& mine, Result& out, V
 void CountExchange::railSendCounts(uint64_t seq, const Mine& mine, Result& out, const Verdict& v) {
   std::vector<char> msg;
   for (int a : handled_) {
-    const int la = topo_.nodeSize(a), partner = topo_.rankAt(a, node_ % la);
+    const int la = topo_.nodeSize(a), partner = partnerOn(a);
     const size_t sendAt = sizeof(MetaHeader) + sizeof(Verdict) + 8 * (size_t)nNodes_;
     Rail1 h{seq, mine.header.callSeq, a >= 1 ? aggChunks_[a] : 0};
     msg.resize(sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)L_ * la);
@@ -245,9 +245,9 @@ void CountExchange::railSendCounts(uint64_t seq, const Mine& mine, Result& out, 
 // expectations, and every node's share of this node's round maximum.
 void CountExchange::railGatherCounts(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
   plan::RankInputs& in = out.inputs;
-  std::vector<char> rec(recordBytes25_[local_]);
+  std::vector<char> rec(recordBytes2_[local_]);
   for (int a : handled_) {
-    const int la = topo_.nodeSize(a), partner = topo_.rankAt(a, node_ % la);
+    const int la = topo_.nodeSize(a), partner = partnerOn(a);
     const size_t want = sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)la * L_;
     std::vector<char> got = boot_.recv(partner, kRail1Tag);
     out.bytes.received += got.size();
@@ -258,7 +258,7 @@ void CountExchange::railGatherCounts(uint64_t seq, const Mine& mine, Result& out
                   (unsigned long long)h.seq, rank_, (unsigned long long)seq);
     checkInStep(partner, h.callSeq, mine.header.callSeq);
     v.merge(at<Verdict>(got.data(), sizeof(Rail1)));
-    char* block = rec.data() + offset25_[a];
+    char* block = rec.data() + offset2_[a];
     memcpy(block, &h.roundChunks, 8);
     memcpy(block + 8, got.data() + sizeof(Rail1) + sizeof(Verdict), 8 * (size_t)la * L_);
   }
@@ -271,13 +271,13 @@ void CountExchange::railGatherCounts(uint64_t seq, const Mine& mine, Result& out
   }
   for (int a = 0; a < nNodes_; ++a) {
     if (a == node_) continue;
-    roundMaxHere_ = std::max(roundMaxHere_, at<uint64_t>(recs[a % L_], offset25_[a]));
+    roundMaxHere_ = std::max(roundMaxHere_, at<uint64_t>(recs[a % L_], offset2_[a]));
     if (a % L_ != local_) out.bytes.sharedRead += 8;
   }
   for (size_t t = 0; t < writers_.size(); ++t) {
     const Writer& w = writers_[t];
     const int a = topo_.nodeOf(w.rank);
-    const char* row = recs[a % L_] + offset25_[a] + 8 + 8 * (size_t)topo_.localRankOf(w.rank) * L_;
+    const char* row = recs[a % L_] + offset2_[a] + 8 + 8 * (size_t)topo_.localRankOf(w.rank) * L_;
     for (int j = 0; j < L_; ++j) {
       const uint64_t c = at<uint64_t>(row, 8 * (size_t)j);
       in.relayIn[((size_t)w.k * W_ + w.m) * L_ + j] = c;
@@ -324,7 +324,7 @@ void CountExchange::railReplies(uint64_t seq, const Mine& mine, Result& out, Ver
   const Verdict known = v;  // the node's verdict (gather 3 spread it): the same in every reply
   std::vector<char> msg;
   for (int a : handled_) {
-    const int la = topo_.nodeSize(a), partner = topo_.rankAt(a, node_ % la);
+    const int la = topo_.nodeSize(a), partner = partnerOn(a);
     msg.resize(sizeof(Rail2) + sizeof(Verdict) + sizeof(WriterEntry) * la);
     const Rail2 h{seq, roundMaxHere_};
     memcpy(msg.data(), &h, sizeof(h));
@@ -343,7 +343,7 @@ void CountExchange::railReplies(uint64_t seq, const Mine& mine, Result& out, Ver
   }
   std::vector<char> rec(recordBytes4_[local_]);
   for (int b : handled_) {
-    const int lb = topo_.nodeSize(b), partner = topo_.rankAt(b, node_ % lb);
+    const int partner = partnerOn(b);
     const size_t want = sizeof(Rail2) + sizeof(Verdict) + sizeof(WriterEntry) * L_;
     std::vector<char> got = boot_.recv(partner, kRail2Tag);
     out.bytes.received += got.size();

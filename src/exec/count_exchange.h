@@ -120,6 +120,8 @@ class CountExchange {
   void railReplies(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
   void nodePhase2(uint64_t seq, Result& out, Verdict& v);
   const char* const* gatherStep(uint64_t seq, int step, const std::vector<char>& mine);
+  // The rank of node a that handles the pair (a, this node): its local rank (this node) mod L_a.
+  int partnerOn(int a) const { return topo_.rankAt(a, node_ % topo_.nodeSize(a)); }
 
   Bootstrap& boot_;
   const Topology& topo_;
@@ -128,8 +130,8 @@ class CountExchange {
   const uint64_t gathersPerCall_;        // 1 on one node, else 5
   std::vector<Writer> writers_;
   std::vector<int> handled_;             // the nodes whose rail this rank handles
-  std::vector<size_t> offset25_, offset4_;  // [node] its block in its handler's gather 2 / 4 record
-  std::vector<size_t> recordBytes25_, recordBytes4_;  // [local rank] that handler's record sizes
+  std::vector<size_t> offset2_, offset4_;   // [node] its block in its handler's gather 2 / 4 record
+  std::vector<size_t> recordBytes2_, recordBytes4_;  // [local rank] that handler's record sizes
   std::vector<int> writerIndex_;         // [j * nNodes + node]: relay j's first writer from node
   const plan::Options options_;
   std::unique_ptr<NodeGather> gather_;
