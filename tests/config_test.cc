@@ -59,6 +59,7 @@ const Knob kKnobs[] = {
     Knob{"RMACC_RELAY_BYTES", "8K", [](const Config& c) { return c.relayBytes == 8192; }, "1K"},
     Knob{"RMACC_ENQUEUE_WAIT_MS", "0", [](const Config& c) { return c.enqueueWaitMs == 0; }, "-1"},
     Knob{"RMACC_STREAM_TRIGGER", "always", [](const Config& c) { return c.streamTriggerAlways; }, "on"},
+    Knob{"RMACC_GRAPH_CALLS", "triggered", [](const Config& c) { return c.graphCalls == GraphCalls::kTriggered; }, "graph"},
     Knob{"RMACC_BOOTSTRAP_ADDR", "10.0.0.1", [](const Config& c) { return c.bootstrapAddr == "10.0.0.1"; }, nullptr},
     Knob{"RMACC_MAX_CALLS_IN_FLIGHT", "64", [](const Config& c) { return c.maxCallsInFlight == 64; }, "0"},
     Knob{"RMACC_RELAY_SLOTS", "8", [](const Config& c) { return c.relaySlots == 8; }, "1"},

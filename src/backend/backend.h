@@ -200,6 +200,13 @@ class Backend {
   virtual void hostWrite(volatile uint64_t* addr, uint64_t value) = 0;
   // Releases every wait of every stream and makes them fail (rmaccCommAbort).
   virtual void abort() = 0;
+  // Stores `value` at `addr` (host or device memory, this rank's or a mapped peer's) from the
+  // CPU, for waits no stream tracks (those built into a CUDA graph: exec/in_graph_calls.h).
+  // Works after abort(); never waits for a stream. Default: hostWrite.
+  virtual void releaseWait(volatile uint64_t* addr, uint64_t value) { hostWrite(addr, value); }
+  // Runs `fn` with this thread free to allocate and map memory while it captures a stream in
+  // cudaStreamCaptureModeGlobal (CUDA: relaxed mode for the duration). fn enqueues nothing.
+  virtual void runRelaxed(const std::function<void()>& fn) { fn(); }
   // Called once by each thread rmacc starts that uses the backend (progress, proxy), before
   // its first backend call. CUDA: such a thread is not held to a user's graph capture in
   // progress (cudaStreamCaptureModeGlobal would forbid it calls it needs, as NCCL's proxy

@@ -196,6 +196,11 @@ template <> struct Spellings<EntrySync> {
   static constexpr Spelling<EntrySync> kAll[] = {{"signals", EntrySync::kSignals},
                                                  {"barrier", EntrySync::kBarrier}};
 };
+template <> struct Spellings<GraphCalls> {
+  static constexpr Spelling<GraphCalls> kAll[] = {{"in-graph", GraphCalls::kInGraph},
+                                                  {"triggered", GraphCalls::kTriggered},
+                                                  {"always", GraphCalls::kAlways}};
+};
 template <> struct Spellings<LanesMode> {
   static constexpr Spelling<LanesMode> kAll[] = {
       {"auto", LanesMode::kAuto}, {"split", LanesMode::kSplit}, {"serial", LanesMode::kSerial}};

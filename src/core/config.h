@@ -16,6 +16,7 @@ namespace rmacc {
 
 enum class BackendKind { kAuto, kHost, kCuda };
 enum class EntrySync { kSignals, kBarrier };
+enum class GraphCalls { kInGraph, kTriggered, kAlways };
 
 // Public parameters are the few a user sets; internal ones are tuning knobs whose defaults are
 // the best choice measured so far (README lists them apart).
@@ -53,6 +54,14 @@ enum class ParamVisibility { kPublic, kInternal };
     "`auto`: a call's work is enqueued when the call is made, except under CUDA graph capture, "  \
     "where each replay enqueues it when the stream reaches the call; `always`: every call on a "  \
     "stream takes that path (exercises it without CUDA graphs)")                                  \
+  /* A captured call whose work the progress thread enqueues at each replay deadlocks with a */   \
+  /* caller more than ~8 replays ahead (cudaGraphLaunch waits in the driver holding a lock   */   \
+  /* the enqueue needs: bench/RESULTS.md §14.3); work built into the graph needs no enqueue. */   \
+  X(GraphCalls, graphCalls, GraphCalls::kInGraph, "RMACC_GRAPH_CALLS", EnumParam<GraphCalls>,     \
+    kInternal, "`in-graph`",                                                                      \
+    "`in-graph`: a captured fixed-count call on a one-node communicator puts its copies and "     \
+    "signals into the graph; `triggered`: every captured call is enqueued at each replay; "       \
+    "`always`: uncaptured fixed-count calls on a stream take the in-graph path too (tests)")      \
   X(std::string, bootstrapAddr, "", "RMACC_BOOTSTRAP_ADDR", TextParam, kInternal,                 \
     "first non-loopback IPv4", "address the rendezvous root listens on")                          \
   /* Each call queues a few stream ops on the caller's stream and more on rmacc's; CUDA     */   \

@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "exec/in_graph_calls.h"
 #include "exec/captured_calls.h"
 #include "exec/signal_space.h"
 #include "exec/trace.h"
@@ -65,6 +66,7 @@ CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma)
                                              ctx_.nRanks, ctx_.cfg.timeoutS);
   counts_ = std::make_unique<CountExchange>(ctx_.bootstrap, topo, ctx_.rank, planOptions(),
                                             ctx_.cfg.timeoutS);
+  inGraph_ = std::make_unique<InGraphCalls>(ctx_);
   captured_ = std::make_unique<CapturedCalls>(ctx_.backend, n, this, &CollectiveEngine::onTrigger);
   thread_ = std::thread([this] { progressLoop(); });
 }
@@ -105,6 +107,7 @@ void CollectiveEngine::waitForRoom() {
 void CollectiveEngine::abort() {
   if (counts_) counts_->abort();
   captured_->releaseAll();
+  inGraph_->releaseAll();
 }
 
 // Which calls are triggered by their stream: those being captured; and, while a graph holds a
@@ -118,6 +121,14 @@ bool CollectiveEngine::triggeredBy(Stream& user) {
 }
 
 uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
+  if (user && inGraph_->takes(*user, args)) {
+    try {
+      if (inGraph_->record(*user, args)) return 0;
+    } catch (const Error&) {
+      if (args.rejected.empty()) throw;
+      return 0;  // the caller reports its own rejection; its peers' calls failed with it
+    }
+  }
   if (user && triggeredBy(*user)) {
     auto [site, run] = captured_->record(*user, std::move(args));
     // Outside a capture the caller is still here: as for any call (below), wait a while for

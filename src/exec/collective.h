@@ -60,6 +60,7 @@ struct CallCost {
 
 class CapturedCalls;
 struct CapturedCall;
+class InGraphCalls;
 
 class CollectiveEngine {
  public:
@@ -70,8 +71,9 @@ class CollectiveEngine {
   // Enqueues the call on `user` and returns its sequence number. A call whose arguments were
   // rejected locally still takes part in the count exchange, so that every rank skips it.
   // On a stream being captured into a CUDA graph (or any stream with RMACC_STREAM_TRIGGER=
-  // always) the call is recorded instead and numbered, exchanged and enqueued each time the
-  // stream reaches it (exec/captured_calls.h); it returns 0.
+  // always) the call is recorded instead: with fixed counts on one node, its copies and flags
+  // go into the graph (exec/in_graph_calls.h); otherwise it is numbered, exchanged and enqueued
+  // each time the stream reaches it (exec/captured_calls.h). It returns 0.
   uint64_t alltoallv(Stream* user, AlltoallvArgs args);  // user may be NULL when rejected
   // Once call `seq` is complete on the stream: its error (rmaccSuccess for a good call).
   // The error of a call is reported once.
@@ -172,6 +174,8 @@ class CollectiveEngine {
   std::map<uint64_t, std::pair<rmaccResult_t, std::string>> callErrors_;
   CallCost lastCost_;
   std::thread thread_;
+  // Captured fixed-count calls on one node whose work is all in the graph (exec/in_graph_calls.h).
+  std::unique_ptr<InGraphCalls> inGraph_;
   // Last: its destructor detaches the sites graphs still hold before anything they reach goes.
   std::unique_ptr<CapturedCalls> captured_;
 };

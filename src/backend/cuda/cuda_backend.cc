@@ -98,6 +98,18 @@ class CudaBackend : public Backend {
   }
   void hostWrite(volatile uint64_t* addr, uint64_t value) override;
   void abort() override;
+  void releaseWait(volatile uint64_t* addr, uint64_t value) override;
+  void runRelaxed(const std::function<void()>& fn) override {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    RMACC_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    try {
+      fn();
+    } catch (...) {
+      (void)cudaThreadExchangeStreamCaptureMode(&mode);
+      throw;
+    }
+    RMACC_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  }
   // rmacc's threads enqueue on their own streams only, never on a stream being captured:
   // relaxed mode lets them do so while the user captures in global mode.
   void enterInternalThread() override {
@@ -291,24 +303,24 @@ void CudaBackend::abort() {
       }
     }
   }
-  QuietContextGuard guard(*state_);
-  for (const auto& [addr, value] : release) {
-    auto* p = const_cast<volatile uint64_t*>(addr);
-    cudaPointerAttributes attr = {};
-    cudaError_t err = cudaPointerGetAttributes(&attr, (const void*)p);
-    if (err != cudaSuccess) {
-      // Not knowing what the address is, a CPU store could fault on device memory: skip it.
-      (void)cudaGetLastError();
-      WARN("cuda backend: abort cannot release the wait at %p: %s", (const void*)p,
-           cudaGetErrorString(err));
-    } else if (attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeUnregistered) {
-      hostStoreAtLeast(p, value);
-    } else {
-      RMACC_CU_WARN(driver().cuStreamWriteValue64((CUstream)state_->utilStream, (CUdeviceptr)(uintptr_t)p,
-                                         value, CU_STREAM_WRITE_VALUE_DEFAULT));
-    }
-  }
+  for (const auto& [addr, value] : release) releaseWait(const_cast<volatile uint64_t*>(addr), value);
   INFO(kSubsysExec, "cuda backend: abort released %zu wait addresses", release.size());
+}
+
+void CudaBackend::releaseWait(volatile uint64_t* p, uint64_t value) {
+  QuietContextGuard guard(*state_);
+  cudaPointerAttributes attr = {};
+  cudaError_t err = cudaPointerGetAttributes(&attr, (const void*)p);
+  if (err != cudaSuccess) {
+    // Not knowing what the address is, a CPU store could fault on device memory: skip it.
+    (void)cudaGetLastError();
+    WARN("cuda backend: cannot release the wait at %p: %s", (const void*)p, cudaGetErrorString(err));
+  } else if (attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeUnregistered) {
+    hostStoreAtLeast(p, value);
+  } else {
+    RMACC_CU_WARN(driver().cuStreamWriteValue64((CUstream)state_->utilStream, (CUdeviceptr)(uintptr_t)p,
+                                       value, CU_STREAM_WRITE_VALUE_DEFAULT));
+  }
 }
 
 }  // namespace cuda

@@ -1,0 +1,495 @@
+#include "exec/in_graph_calls.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "exec/collective.h"
+#include "exec/local_copy.h"
+#include "exec/signal_space.h"
+
+namespace rmacc {
+
+namespace {
+
+constexpr uint32_t kOfferTag = 0x49474f46;    // "IGOF"
+constexpr uint32_t kVerdictTag = 0x49475644;  // "IGVD"
+constexpr size_t kSlabBytes = 1 << 20;        // flags of many sites (one device allocation)
+constexpr size_t kCacheSites = 8;             // RMACC_GRAPH_CALLS=always: calls kept
+constexpr size_t kMinChunk = 1 << 20;         // ring slots: at least this, at most 32 chunks
+constexpr int kRingSlots = 2;
+
+enum Status : uint32_t { kOk = 0, kUnmappable = 1, kRejected = 2 };
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+}  // namespace
+
+// What rank i tells node mate j about the call (one message each way).
+struct InGraphCalls::Offer {
+  uint64_t sendBytes = 0;   // i -> j
+  uint64_t recvBytes = 0;   // j -> i, as i expects it
+  uint64_t recvOffset = 0;  // where in i's recvbuff j's block goes
+  uint64_t recvBase = 0;    // offset of recvbuff in the memory `recv` exports
+  uint64_t flagOffset = 0;  // i's flags for this call, in the slab `flags` exports
+  uint64_t argsHash = 0;    // i's whole call (RMACC_GRAPH_CALLS=always: the site to reuse)
+  uint32_t status = kOk;
+  char reason[200] = {};
+  HandleRecord recv;
+  HandleRecord flags;
+};
+
+struct Verdict {
+  uint32_t status = kOk;
+  char reason[256] = {};
+};
+
+// One call site: what one replay needs, fixed at capture.
+struct InGraphCalls::Site {
+  std::shared_ptr<Link> link;
+  volatile uint64_t* ready = nullptr;     // [L]: 1 from each rank this one sends to
+  volatile uint64_t* done = nullptr;      // [L]: 1 from each rank that sends to this one
+  volatile uint64_t* finished = nullptr;  // host-visible: 0 while a replay runs
+  std::atomic<double> startedAt{0};
+  std::atomic<uint64_t> started{0};  // replays begun (the start host function)
+  uint64_t enqueued = 0;             // replays recorded or enqueued (RMACC_GRAPH_CALLS=always)
+  bool graph = false;                // held by CUDA graphs until they are destroyed
+  bool retired = false;              // no graph holds it (graph destroyed, or evicted)
+  std::vector<MemOpDesc> readyWrites;  // into senders' ready[me]
+  std::vector<MemOpDesc> finishOps;    // waits for done[p], their resets, finished = 1
+  struct Send {
+    int lane;
+    MemOpDesc waitReady, resetReady, doneWrite;
+    CopyDesc copy;
+  };
+  std::vector<Send> sends;
+  CopyDesc self{nullptr, nullptr, 0};
+  size_t chunk = 0;                    // ring: bytes per slot
+  std::unique_ptr<Allocation> ring;    // ring: kRingSlots pinned slots
+  std::vector<std::shared_ptr<Mapping>> maps;  // peers' receive buffers and flags
+  uint64_t bytes = 0;  // this rank's bytes out (messages)
+};
+
+// What a replay's host function reaches: the pool while it exists.
+struct InGraphCalls::Link {
+  std::mutex mu;
+  InGraphCalls* pool = nullptr;
+};
+
+InGraphCalls::InGraphCalls(const EngineContext& ctx)
+    : ctx_(ctx),
+      me_(ctx.topo.localRankOf(ctx.rank)),
+      L_(ctx.topo.nodeSize(ctx.topo.nodeOf(ctx.rank))),
+      ring_(chooseLocalCopyMode(ctx.cfg.localCopy, ctx.backend.caps()) == LocalCopyMode::kEngines),
+      link_(std::make_shared<Link>()) {
+  link_->pool = this;
+}
+
+// Sites that graphs still hold keep their memory (and their peers' mappings): a replay after
+// the communicator's end needs nothing else, and its host function finds the link empty.
+InGraphCalls::~InGraphCalls() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  {
+    std::lock_guard<std::mutex> link(link_->mu);
+    link_->pool = nullptr;
+  }
+  lanes_.clear();  // drained: RMACC_GRAPH_CALLS=always runs work on them
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t held = 0;
+  for (Site* s : sites_) held += s->graph && !s->retired;
+  if (held > 0) {
+    WARN("the communicator is destroyed while %zu of its in-graph calls are in CUDA graphs that "
+         "still exist: their memory stays allocated for them", held);
+    for (Slab& slab : slabs_) (void)slab.flags.release(), (void)slab.finished.release();
+  }
+  for (Site* s : sites_) {
+    if (s->graph && !s->retired) continue;  // onGraphDestroyed deletes it
+    delete s;
+  }
+}
+
+bool InGraphCalls::takes(Stream& user, const AlltoallvArgs& args) const {
+  if (ctx_.cfg.graphCalls == GraphCalls::kTriggered || args.dynamic) return false;
+  if (ctx_.topo.nNodes() != 1) return false;
+  // The host backend's NULL stream runs each op as it is enqueued: no lanes beside it.
+  if (!user.handle() && ctx_.backend.caps().synchronousNullStream) return false;
+  return user.capturing() || ctx_.cfg.graphCalls == GraphCalls::kAlways;
+}
+
+Event& InGraphCalls::nextEvent() {
+  if (nextEvent_ == events_.size()) events_.push_back(ctx_.backend.createEvent());
+  return *events_[nextEvent_++];
+}
+
+void InGraphCalls::allocateFlags() {
+  Slab slab;
+  slab.flags = ctx_.backend.allocate(kSlabBytes);
+  const size_t perSlab = kSlabBytes / (2 * L_ * sizeof(uint64_t));
+  slab.finished = ctx_.backend.allocateHostVisible(perSlab * sizeof(uint64_t));
+  slabs_.push_back(std::move(slab));  // both zeroed by the backend
+}
+
+// The trade (two messages with each node mate), then the site. Bootstrap messages with one
+// tag arrive in the order sent, so consecutive captures pair up as the calls do.
+bool InGraphCalls::record(Stream& user, const AlltoallvArgs& a) {
+  std::lock_guard<std::mutex> capture(captureMu_);
+  const int n = ctx_.nRanks;
+  Bootstrap& boot = ctx_.bootstrap;
+  retireFinished();
+
+  // This rank's side: the slot a new site would take, its receive buffer's export.
+  Offer mine;
+  const Allocation* flagSlab = nullptr;
+  size_t slot = 0;
+  const size_t perSlab = kSlabBytes / (2 * L_ * sizeof(uint64_t));
+  uint64_t hash = mix(mix(0, (uintptr_t)a.sendbuff), (uintptr_t)a.recvbuff);
+  ctx_.backend.runRelaxed([&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (nextSlot_ == slabs_.size() * perSlab) allocateFlags();
+    slot = nextSlot_;
+    flagSlab = slabs_[slot / perSlab].flags.get();
+  });
+  mine.flagOffset = (slot % perSlab) * 2 * L_ * sizeof(uint64_t);
+  mine.flags = HandleRecord::from(flagSlab->exportHandle());
+  if (!a.rejected.empty()) {
+    mine.status = kRejected;
+    snprintf(mine.reason, sizeof(mine.reason), "%s", a.rejected.c_str());
+  }
+  uint64_t span = 0;
+  for (int p = 0; p < n && mine.status == kOk; ++p) {
+    hash = mix(mix(mix(mix(hash, a.sendBytes[p]), a.sendOffset[p]), a.recvBytes[p]), a.recvOffset[p]);
+    if (p != ctx_.rank && a.recvBytes[p] > 0) span = std::max(span, a.recvOffset[p] + a.recvBytes[p]);
+  }
+  mine.argsHash = hash;
+  if (mine.status == kOk && span > 0) {
+    size_t off = 0;
+    if (const Allocation* alloc = ctx_.memory.find(a.recvbuff, span, &off)) {
+      mine.recv = HandleRecord::from(alloc->exportHandle());
+      mine.recvBase = off;
+    } else if (auto user = ctx_.backend.exportUserMemory(a.recvbuff, span)) {
+      mine.recv = HandleRecord::from(user->first);
+      mine.recvBase = user->second;
+    } else {
+      mine.status = kUnmappable;
+      snprintf(mine.reason, sizeof(mine.reason), "rank %d's receive buffer cannot be mapped by its peers",
+               ctx_.rank);
+    }
+  }
+  // Copy engines read the sources: device memory, or any memory on the host backend.
+  if (mine.status == kOk && !ctx_.backend.isDeviceMemory(a.sendbuff)) {
+    mine.status = kUnmappable;
+    snprintf(mine.reason, sizeof(mine.reason), "rank %d's send buffer is not device memory", ctx_.rank);
+  }
+
+  // Round 1: offers.
+  std::vector<Offer> offers(n);
+  for (int p = 0; p < n; ++p) {
+    if (p == ctx_.rank) continue;
+    Offer o = mine;
+    o.sendBytes = a.sendBytes.empty() ? 0 : a.sendBytes[p];
+    o.recvBytes = a.recvBytes.empty() ? 0 : a.recvBytes[p];
+    o.recvOffset = a.recvOffset.empty() ? 0 : a.recvOffset[p];
+    boot.send(p, kOfferTag, &o, sizeof(o));
+  }
+  Verdict v;
+  auto verdictOf = [&](uint32_t status, const char* reason) {
+    if (status > v.status) {
+      v.status = status;
+      snprintf(v.reason, sizeof(v.reason), "%s", reason);
+    }
+  };
+  verdictOf(mine.status, mine.reason);
+  for (int p = 0; p < n; ++p) {
+    if (p == ctx_.rank) continue;
+    std::vector<char> m = boot.recv(p, kOfferTag);
+    if (m.size() != sizeof(Offer))
+      RMACC_THROW(rmaccRemoteError, "rank %d sent a %zu-byte in-graph offer, expected %zu", p, m.size(),
+                  sizeof(Offer));
+    memcpy(&offers[p], m.data(), sizeof(Offer));
+    Offer& o = offers[p];
+    o.reason[sizeof(o.reason) - 1] = 0;
+    verdictOf(o.status, o.reason);
+    if (mine.status == kOk && o.status == kOk &&
+        (o.sendBytes != a.recvBytes[p] || o.recvBytes != a.sendBytes[p])) {
+      const std::string why = strprintf(
+          "counts disagree: rank %d sends %llu bytes to rank %d, which expects %llu (and %llu back, "
+          "where rank %d expects %llu)", p, (unsigned long long)o.sendBytes, ctx_.rank,
+          (unsigned long long)a.recvBytes[p], (unsigned long long)a.sendBytes[p], p,
+          (unsigned long long)o.recvBytes);
+      verdictOf(kRejected, why.c_str());
+    }
+  }
+  // Round 2: every rank's verdict, so that all take the same way.
+  for (int p = 0; p < n; ++p)
+    if (p != ctx_.rank) boot.send(p, kVerdictTag, &v, sizeof(v));
+  Verdict all = v;
+  for (int p = 0; p < n; ++p) {
+    if (p == ctx_.rank) continue;
+    std::vector<char> m = boot.recv(p, kVerdictTag);
+    if (m.size() != sizeof(Verdict))
+      RMACC_THROW(rmaccRemoteError, "rank %d sent a %zu-byte in-graph verdict", p, m.size());
+    Verdict pv;
+    memcpy(&pv, m.data(), sizeof(pv));
+    pv.reason[sizeof(pv.reason) - 1] = 0;
+    if (pv.status > all.status) all = pv;
+  }
+  if (all.status == kRejected) RMACC_THROW(rmaccInvalidUsage, "captured call: %s", all.reason);
+  if (all.status == kUnmappable) {
+    INFO(kSubsysColl, "captured call takes the triggered path: %s", all.reason);
+    return false;
+  }
+
+  // The call, as every rank sees it: the site to reuse (always) or to build.
+  uint64_t key = 0;
+  for (int p = 0; p < n; ++p) key = mix(key, p == ctx_.rank ? hash : offers[p].argsHash);
+  Site* site = user.capturing() ? nullptr : cached(key);
+  if (!site) {
+    ctx_.backend.runRelaxed([&] { site = build(a, offers, slot, key); });
+    std::lock_guard<std::mutex> lock(mu_);
+    ++nextSlot_;  // taken: build() used it
+  }
+  enqueue(*site, user);
+  if (user.capturing()) {
+    site->graph = true;
+    user.tieToCapture(&InGraphCalls::onGraphDestroyed, site);
+  }
+  return true;
+}
+
+InGraphCalls::Site* InGraphCalls::cached(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    if (it->first != key) continue;
+    cache_.splice(cache_.begin(), cache_, it);
+    return it->second;
+  }
+  return nullptr;
+}
+
+// Maps the peers' memory and works out one replay's operations.
+InGraphCalls::Site* InGraphCalls::build(const AlltoallvArgs& a, const std::vector<Offer>& offers,
+                                        size_t slot, uint64_t key) {
+  const int n = ctx_.nRanks;
+  auto site = std::make_unique<Site>();
+  site->link = link_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t perSlab = kSlabBytes / (2 * L_ * sizeof(uint64_t));
+    Slab& slab = slabs_[slot / perSlab];
+    char* base = static_cast<char*>(slab.flags->ptr()) + (slot % perSlab) * 2 * L_ * sizeof(uint64_t);
+    site->ready = reinterpret_cast<volatile uint64_t*>(base);
+    site->done = site->ready + L_;
+    site->finished = static_cast<volatile uint64_t*>(slab.finished->ptr()) + slot % perSlab;
+    *site->finished = 1;
+  }
+  auto flagsOf = [&](int p) {
+    auto m = ctx_.memory.importPeer(offers[p].flags.handle());
+    site->maps.push_back(m);
+    return reinterpret_cast<volatile uint64_t*>(static_cast<char*>(m->ptr()) + offers[p].flagOffset);
+  };
+  for (int p = 0; p < n; ++p) {
+    if (p == ctx_.rank) continue;
+    const int lp = ctx_.topo.localRankOf(p);
+    if (a.recvBytes[p] > 0) {  // p sends here: tell it this rank's buffer is free
+      volatile uint64_t* peerReady = flagsOf(p);
+      site->readyWrites.push_back({false, peerReady + me_, 1});
+      site->finishOps.push_back({true, site->done + lp, 1});
+    }
+    if (a.sendBytes[p] > 0) {
+      const Offer& o = offers[p];
+      auto recv = ctx_.memory.importPeer(o.recv.handle());
+      site->maps.push_back(recv);
+      if (o.recvBase > recv->size() || o.recvOffset > recv->size() - o.recvBase ||
+          o.recvBytes > recv->size() - o.recvBase - o.recvOffset)
+        RMACC_THROW(rmaccRemoteError, "rank %d asked for %llu bytes at offset %llu of a %zu-byte buffer",
+                    p, (unsigned long long)o.recvBytes, (unsigned long long)(o.recvBase + o.recvOffset),
+                    recv->size());
+      volatile uint64_t* peerDone = flagsOf(p) + L_;
+      Site::Send s;
+      s.lane = (lp - me_ - 1 + L_) % L_;
+      s.waitReady = {true, site->ready + lp, 1};
+      s.resetReady = {false, site->ready + lp, 0};
+      s.doneWrite = {false, peerDone + me_, 1};
+      s.copy = {static_cast<char*>(recv->ptr()) + o.recvBase + o.recvOffset,
+                static_cast<const char*>(a.sendbuff) + a.sendOffset[p], a.sendBytes[p]};
+      site->sends.push_back(s);
+      site->bytes += a.sendBytes[p];
+    }
+  }
+  const size_t waits = site->finishOps.size();
+  for (size_t i = 0; i < waits; ++i)
+    site->finishOps.push_back({false, site->finishOps[i].addr, 0});
+  site->finishOps.push_back({false, site->finished, 1});
+  const int r = ctx_.rank;
+  if (a.sendBytes[r] > 0) {
+    site->self = {static_cast<char*>(a.recvbuff) + a.recvOffset[r],
+                  static_cast<const char*>(a.sendbuff) + a.sendOffset[r], a.sendBytes[r]};
+    if (ring_) {
+      site->chunk = std::max<size_t>(kMinChunk, (a.sendBytes[r] + 31) / 32);
+      site->chunk = std::min<size_t>(site->chunk, a.sendBytes[r]);
+      site->ring = ctx_.backend.allocateHostVisible(kRingSlots * site->chunk);
+    }
+  }
+  while (lanes_.size() < (size_t)L_ + 1) lanes_.push_back(ctx_.backend.createStream());
+  Site* s = site.release();
+  std::lock_guard<std::mutex> lock(mu_);
+  sites_.push_back(s);
+  if (ctx_.cfg.graphCalls == GraphCalls::kAlways) {
+    cache_.emplace_front(key, s);
+    if (cache_.size() > kCacheSites) {
+      cache_.back().second->retired = true;
+      cache_.pop_back();
+    }
+  }
+  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
+  INFO(kSubsysColl, "in-graph call: %zu sends (%llu bytes), %zu senders, self %zu bytes%s", s->sends.size(),
+       (unsigned long long)s->bytes, waits, s->self.bytes, s->ring ? " through pinned slots" : "");
+  return s;
+}
+
+// One replay's work (the sequence in the header), on `user` and the lanes it forks.
+void InGraphCalls::enqueue(Site& site, Stream& user) {
+  nextEvent_ = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++site.enqueued;
+  }
+  user.memOps(site.readyWrites.data(), site.readyWrites.size());
+  user.hostFunction(&InGraphCalls::onStart, &site);
+  Event& fork = nextEvent();
+  user.record(fork);
+  std::vector<Event*> ends;
+  for (const Site::Send& s : site.sends) {
+    Stream& lane = *lanes_[s.lane];
+    lane.waitEvent(fork);
+    const MemOpDesc take[2] = {s.waitReady, s.resetReady};
+    lane.memOps(take, 2);
+    lane.copy(&s.copy, 1);
+    lane.memOps(&s.doneWrite, 1);
+    ends.push_back(&nextEvent());
+    lane.record(*ends.back());
+  }
+  if (site.self.bytes > 0 && !site.ring) {
+    user.copy(&site.self, 1);
+  } else if (site.self.bytes > 0) {
+    // Down to pinned slots on one lane, up on the other: slot k is refilled once its bytes
+    // went up (exec/local_copy.h: same-device copies would take the SMs).
+    Stream& down = *lanes_[L_ - 1];
+    Stream& up = *lanes_[L_];
+    down.waitEvent(fork);
+    up.waitEvent(fork);
+    Event* wentDown[kRingSlots];
+    Event* wentUp[kRingSlots] = {};
+    for (int k = 0; k < kRingSlots; ++k) wentDown[k] = &nextEvent(), wentUp[k] = &nextEvent();
+    char* slots = static_cast<char*>(site.ring->ptr());
+    for (size_t off = 0, k = 0; off < site.self.bytes; off += site.chunk, ++k) {
+      const size_t len = std::min(site.chunk, site.self.bytes - off);
+      char* slot = slots + (k % kRingSlots) * site.chunk;
+      if (k >= (size_t)kRingSlots) down.waitEvent(*wentUp[k % kRingSlots]);
+      const CopyDesc d{slot, static_cast<const char*>(site.self.src) + off, len};
+      down.copy(&d, 1);
+      down.record(*wentDown[k % kRingSlots]);
+      up.waitEvent(*wentDown[k % kRingSlots]);
+      const CopyDesc u{static_cast<char*>(site.self.dst) + off, slot, len};
+      up.copy(&u, 1);
+      up.record(*wentUp[k % kRingSlots]);
+    }
+    ends.push_back(&nextEvent());
+    up.record(*ends.back());
+  }
+  for (Event* e : ends) user.waitEvent(*e);
+  user.memOps(site.finishOps.data(), site.finishOps.size());
+}
+
+void InGraphCalls::onStart(void* p) {
+  auto& site = *static_cast<Site*>(p);
+  site.startedAt.store(monotonicSeconds(), std::memory_order_relaxed);
+  site.started.fetch_add(1, std::memory_order_relaxed);
+  __atomic_store_n(site.finished, (uint64_t)0, __ATOMIC_RELEASE);
+}
+
+void InGraphCalls::onGraphDestroyed(void* p) {
+  auto* site = static_cast<Site*>(p);
+  std::shared_ptr<Link> keep = site->link;
+  std::lock_guard<std::mutex> link(keep->mu);
+  if (!keep->pool) {
+    delete site;  // its flags stay with the slabs the pool left behind
+    return;
+  }
+  std::lock_guard<std::mutex> lock(keep->pool->mu_);
+  site->retired = true;
+}
+
+// Sites no graph holds and no stream will run again: their mappings and slots go (the flag
+// slot itself is never reused).
+void InGraphCalls::retireFinished() {
+  std::vector<Site*> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::remove_if(sites_.begin(), sites_.end(), [&](Site* s) {
+      const bool idle = s->retired && s->started.load() >= s->enqueued &&
+                        __atomic_load_n(s->finished, __ATOMIC_ACQUIRE) == 1;
+      if (idle) gone.push_back(s);
+      return idle;
+    });
+    sites_.erase(it, sites_.end());
+  }
+  if (!gone.empty()) ctx_.backend.runRelaxed([&] {
+    for (Site* s : gone) delete s;
+  });
+}
+
+void InGraphCalls::release(Site& s) {
+  for (int p = 0; p < L_; ++p) {
+    ctx_.backend.releaseWait(s.ready + p, 1);
+    ctx_.backend.releaseWait(s.done + p, 1);
+  }
+}
+
+void InGraphCalls::releaseAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Site* s : sites_)
+    if (__atomic_load_n(s->finished, __ATOMIC_ACQUIRE) == 0) release(*s);
+}
+
+// Replays that run past the timeout fail the communicator; once it has failed, every replay
+// that waits is released (its bytes are not delivered; the error says why).
+void InGraphCalls::watch() {
+  ctx_.backend.enterInternalThread();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(20));
+    const bool failed = ctx_.failures.asyncError() != rmaccSuccess;
+    std::string late;
+    for (Site* s : sites_) {
+      if (__atomic_load_n(s->finished, __ATOMIC_ACQUIRE) != 0) continue;
+      if (failed) {
+        release(*s);
+        continue;
+      }
+      const double waited = monotonicSeconds() - s->startedAt.load(std::memory_order_relaxed);
+      if (waited > ctx_.cfg.timeoutS && late.empty())
+        late = strprintf("an in-graph AlltoAllV replay (%zu sends, %llu bytes) did not complete within "
+                         "%.1f s: a rank of this node has not reached the same replay",
+                         s->sends.size(), (unsigned long long)s->bytes, ctx_.cfg.timeoutS);
+    }
+    if (!late.empty()) {
+      lock.unlock();  // poisoning aborts the engines, which release through this pool
+      ctx_.failures.poison(rmaccTimeout, late);
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace rmacc
