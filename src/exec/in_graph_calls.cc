@@ -24,6 +24,11 @@ constexpr int kRingSlots = 2;
 
 enum Status : uint32_t { kOk = 0, kUnmappable = 1, kRejected = 2 };
 
+// A site's `finished` word: the replay's first store writes kRunning, its last kIdle; the
+// watchdog turns kRunning into kSeen (compare-and-swap) and times the replay from then, so
+// that a value of kSeen later means the same replay is still running.
+constexpr uint64_t kRunning = 0, kIdle = 1, kSeen = 2;
+
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h;
@@ -55,12 +60,10 @@ struct InGraphCalls::Site {
   std::shared_ptr<Link> link;
   volatile uint64_t* ready = nullptr;     // [L]: 1 from each rank this one sends to
   volatile uint64_t* done = nullptr;      // [L]: 1 from each rank that sends to this one
-  volatile uint64_t* finished = nullptr;  // host-visible: 0 while a replay runs
-  std::atomic<double> startedAt{0};
-  std::atomic<uint64_t> started{0};  // replays begun (the start host function)
-  uint64_t enqueued = 0;             // replays recorded or enqueued (RMACC_GRAPH_CALLS=always)
-  bool graph = false;                // held by CUDA graphs until they are destroyed
-  bool retired = false;              // no graph holds it (graph destroyed, or evicted)
+  volatile uint64_t* finished = nullptr;  // host-visible: kRunning, kSeen or kIdle
+  double seenAt = 0;                      // when the watchdog saw the running replay first
+  bool graph = false;                     // held by CUDA graphs until they are destroyed
+  bool retired = false;                   // its graphs were destroyed: nothing can run it
   std::vector<MemOpDesc> readyWrites;  // into senders' ready[me]
   std::vector<MemOpDesc> finishOps;    // waits for done[p], their resets, finished = 1
   struct Send {
@@ -128,7 +131,8 @@ bool InGraphCalls::takes(Stream& user, const AlltoallvArgs& args) const {
 }
 
 Event& InGraphCalls::nextEvent() {
-  if (nextEvent_ == events_.size()) events_.push_back(ctx_.backend.createEvent());
+  if (nextEvent_ == events_.size())  // made during the capture, perhaps in global mode
+    ctx_.backend.runRelaxed([&] { events_.push_back(ctx_.backend.createEvent()); });
   return *events_[nextEvent_++];
 }
 
@@ -291,8 +295,10 @@ InGraphCalls::Site* InGraphCalls::build(const AlltoallvArgs& a, const std::vecto
     site->ready = reinterpret_cast<volatile uint64_t*>(base);
     site->done = site->ready + L_;
     site->finished = static_cast<volatile uint64_t*>(slab.finished->ptr()) + slot % perSlab;
-    *site->finished = 1;
+    *site->finished = kIdle;
   }
+  // The replay's first store says it runs (the watchdog: watch()).
+  site->readyWrites.push_back({false, site->finished, kRunning});
   auto flagsOf = [&](int p) {
     auto m = ctx_.memory.importPeer(offers[p].flags.handle());
     site->maps.push_back(m);
@@ -330,7 +336,7 @@ InGraphCalls::Site* InGraphCalls::build(const AlltoallvArgs& a, const std::vecto
   const size_t waits = site->finishOps.size();
   for (size_t i = 0; i < waits; ++i)
     site->finishOps.push_back({false, site->finishOps[i].addr, 0});
-  site->finishOps.push_back({false, site->finished, 1});
+  site->finishOps.push_back({false, site->finished, kIdle});
   const int r = ctx_.rank;
   if (a.sendBytes[r] > 0) {
     site->self = {static_cast<char*>(a.recvbuff) + a.recvOffset[r],
@@ -361,12 +367,7 @@ InGraphCalls::Site* InGraphCalls::build(const AlltoallvArgs& a, const std::vecto
 // One replay's work (the sequence in the header), on `user` and the lanes it forks.
 void InGraphCalls::enqueue(Site& site, Stream& user) {
   nextEvent_ = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++site.enqueued;
-  }
   user.memOps(site.readyWrites.data(), site.readyWrites.size());
-  user.hostFunction(&InGraphCalls::onStart, &site);
   Event& fork = nextEvent();
   user.record(fork);
   std::vector<Event*> ends;
@@ -412,13 +413,6 @@ void InGraphCalls::enqueue(Site& site, Stream& user) {
   user.memOps(site.finishOps.data(), site.finishOps.size());
 }
 
-void InGraphCalls::onStart(void* p) {
-  auto& site = *static_cast<Site*>(p);
-  site.startedAt.store(monotonicSeconds(), std::memory_order_relaxed);
-  site.started.fetch_add(1, std::memory_order_relaxed);
-  __atomic_store_n(site.finished, (uint64_t)0, __ATOMIC_RELEASE);
-}
-
 void InGraphCalls::onGraphDestroyed(void* p) {
   auto* site = static_cast<Site*>(p);
   std::shared_ptr<Link> keep = site->link;
@@ -431,17 +425,16 @@ void InGraphCalls::onGraphDestroyed(void* p) {
   site->retired = true;
 }
 
-// Sites no graph holds and no stream will run again: their mappings and slots go (the flag
-// slot itself is never reused).
+// Sites whose graphs were destroyed: their mappings and pinned slots go (the flag slot itself
+// is never reused). Sites of RMACC_GRAPH_CALLS=always stay until the end: a stream may still
+// hold replays of one that left the cache.
 void InGraphCalls::retireFinished() {
   std::vector<Site*> gone;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::remove_if(sites_.begin(), sites_.end(), [&](Site* s) {
-      const bool idle = s->retired && s->started.load() >= s->enqueued &&
-                        __atomic_load_n(s->finished, __ATOMIC_ACQUIRE) == 1;
-      if (idle) gone.push_back(s);
-      return idle;
+      if (s->retired) gone.push_back(s);
+      return s->retired;
     });
     sites_.erase(it, sites_.end());
   }
@@ -460,7 +453,7 @@ void InGraphCalls::release(Site& s) {
 void InGraphCalls::releaseAll() {
   std::lock_guard<std::mutex> lock(mu_);
   for (Site* s : sites_)
-    if (__atomic_load_n(s->finished, __ATOMIC_ACQUIRE) == 0) release(*s);
+    if (__atomic_load_n(s->finished, __ATOMIC_ACQUIRE) != kIdle) release(*s);
 }
 
 // Replays that run past the timeout fail the communicator; once it has failed, every replay
@@ -473,13 +466,17 @@ void InGraphCalls::watch() {
     const bool failed = ctx_.failures.asyncError() != rmaccSuccess;
     std::string late;
     for (Site* s : sites_) {
-      if (__atomic_load_n(s->finished, __ATOMIC_ACQUIRE) != 0) continue;
+      uint64_t state = kRunning;
+      if (__atomic_compare_exchange_n(s->finished, &state, kSeen, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        s->seenAt = monotonicSeconds();  // a replay began since the last look
+        state = kSeen;
+      }
+      if (state == kIdle) continue;
       if (failed) {
         release(*s);
         continue;
       }
-      const double waited = monotonicSeconds() - s->startedAt.load(std::memory_order_relaxed);
-      if (waited > ctx_.cfg.timeoutS && late.empty())
+      if (monotonicSeconds() - s->seenAt > ctx_.cfg.timeoutS && late.empty())
         late = strprintf("an in-graph AlltoAllV replay (%zu sends, %llu bytes) did not complete within "
                          "%.1f s: a rank of this node has not reached the same replay",
                          s->sends.size(), (unsigned long long)s->bytes, ctx_.cfg.timeoutS);

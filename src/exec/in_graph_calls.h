@@ -4,19 +4,21 @@
 // (over the bootstrap, on the caller's thread) and records on the caller's stream the copies
 // and flags of one replay:
 //
-//   write 1 into ready[me] of every rank that sends to this one     (my blocks there are free)
+//   mark the replay running; write 1 into ready[me] of every rank that sends to this one
 //   for each rank q this one sends to, on a lane of its own:
 //     wait until ready[q] >= 1, write 0 into it; copy the block to q; write 1 into done[me] at q
 //   the block to itself: one copy, or through pinned slots on two lanes (exec/local_copy.h)
-//   wait until done[p] >= 1 for every sender p, write 0 into each; write 1 into `finished`
+//   wait until done[p] >= 1 for every sender p, write 0 into each
 //
 // Every flag goes 0 -> 1 -> 0 once per replay, so the values are the same at every replay,
 // and no write can overtake its reset: a rank resets ready before its done write, and its peer
 // writes ready again only after seeing that done (each store waits for the stream's earlier
 // work). The progress thread takes no part, so a caller any number of replays ahead cannot
-// block it (the triggered path's limit: exec/captured_calls.h). A host function at the start
-// of each replay stamps it for the watchdog, which fails the communicator after RMACC_TIMEOUT_S
-// and, once it has failed, releases every replay that waits.
+// block it (the triggered path's limit: exec/captured_calls.h). The replay's first and last
+// stores also mark it running and idle in host memory for the watchdog, which fails the
+// communicator when one runs past RMACC_TIMEOUT_S and, once it has failed, releases every
+// replay that waits. (No host function: its trip through the CPU cost 20 us a replay, 4x the
+// whole 1-rank call, bench/RESULTS.md §16.)
 //
 // Limits: one graph's replays must run one after another (as launches of one cudaGraphExec
 // do); two executable graphs instantiated from one capture must not run at the same time.
@@ -71,7 +73,6 @@ class InGraphCalls {
   void retireFinished();  // frees the slots of sites nothing can run any more
   void allocateFlags();   // another slab of sites' flags
   void watch();           // the watchdog thread
-  static void onStart(void* site);
   static void onGraphDestroyed(void* site);
 
   const EngineContext ctx_;
