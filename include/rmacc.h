@@ -116,8 +116,9 @@ rmaccResult_t rmaccBarrier(rmaccComm_t comm, rmaccStream_t stream);
    streams are numbered the same way, so replays and uncaptured calls on one stream keep their
    stream order; every rank must make its calls, replays included, in the same order. A
    replay's work is enqueued by rmacc's progress thread when the stream reaches it: launch at
-   most 8 replays ahead of the device (README, CUDA graphs). Puts, signals, waits and barriers
-   cannot be captured (rmaccInvalidUsage). */
+   most 8 replays ahead of the device (README, CUDA graphs). A fixed-count call captured on a
+   one-node communicator is recorded whole instead (copies and flags, nothing at replay, no
+   such limit). Puts, signals, waits and barriers cannot be captured (rmaccInvalidUsage). */
 rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t* sendcounts,
                                     const size_t* sdispls, void* recvbuff, size_t recvcapacity,
                                     size_t* recvcounts, size_t* rdispls,

@@ -17,8 +17,9 @@
 // Limit (bench/RESULTS.md §14.3): the run's copies are enqueued by the progress thread when the
 // stream reaches the call, and cudaGraphLaunch, with many launches pending, waits inside the
 // driver holding a lock those copies need: a caller more than ~8 replays ahead deadlocks. The
-// way out is to have nothing to enqueue then (a fixed-count call's copies captured into the
-// graph, or the next replay's work enqueued ahead behind a flag the CPU writes).
+// way out is to have nothing to enqueue then: fixed-count calls on one node are therefore
+// captured whole instead (exec/in_graph_calls.h); calls with device counts and calls across
+// nodes still come here.
 //
 // A graph's site lives as long as the graphs made from its capture (Stream::tieToCapture), then
 // goes back to the pool. If the communicator is destroyed first, sites still held by graphs keep
