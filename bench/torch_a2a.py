@@ -148,7 +148,7 @@ def overhead(comm, a, device):
         floor.append(t1 - t0)
         prep.append(t2 - t1)
     med = [statistics.median(x) * 1e6 for x in (wrapped, raw, floor, prep)]
-    t = torch.tensor(med)
+    t = torch.tensor(med, device=device)  # NCCL reduces device tensors only
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.tolist()
 

@@ -29,10 +29,12 @@ def rmacc_dtype(t, name):
             name, t.dtype, ", ".join(sorted(str(d) for d in DTYPES)))) from None
 
 
-def check_tensor(t, name, device):
+def check_tensor(t, name, device, cuda_index=None):
+    """cuda_index: the device's index when it is a GPU, compared without making a torch.device
+    (get_device() is -1 off CUDA)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError("%s must be a torch.Tensor, not %s" % (name, type(t).__name__))
-    if t.device != device:
+    if (t.get_device() != cuda_index) if cuda_index is not None else (t.device != device):
         raise ValueError("%s is on %s, but this communicator works on %s"
                          % (name, t.device, device))
     if not t.is_contiguous():
