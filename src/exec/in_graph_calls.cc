@@ -63,7 +63,7 @@ struct InGraphCalls::Site {
   volatile uint64_t* finished = nullptr;  // host-visible: kRunning, kSeen or kIdle
   double seenAt = 0;                      // when the watchdog saw the running replay first
   bool graph = false;                     // held by CUDA graphs until they are destroyed
-  bool retired = false;                   // its graphs were destroyed: nothing can run it
+  bool retired = false;                   // its graphs were destroyed: nothing runs it again
   std::vector<MemOpDesc> readyWrites;  // into senders' ready[me]
   std::vector<MemOpDesc> finishOps;    // waits for done[p], their resets, finished = 1
   struct Send {
@@ -117,7 +117,7 @@ InGraphCalls::~InGraphCalls() {
     for (Slab& slab : slabs_) (void)slab.flags.release(), (void)slab.finished.release();
   }
   for (Site* s : sites_) {
-    if (s->graph && !s->retired) continue;  // onGraphDestroyed deletes it
+    if (s->graph && !s->retired) continue;  // a graph may still replay it: left allocated
     delete s;
   }
 }
@@ -150,7 +150,6 @@ bool InGraphCalls::record(Stream& user, const AlltoallvArgs& a) {
   std::lock_guard<std::mutex> capture(captureMu_);
   const int n = ctx_.nRanks;
   Bootstrap& boot = ctx_.bootstrap;
-  retireFinished();
 
   // This rank's side: the slot a new site would take, its receive buffer's export.
   Offer mine;
@@ -353,10 +352,7 @@ InGraphCalls::Site* InGraphCalls::build(const AlltoallvArgs& a, const std::vecto
   sites_.push_back(s);
   if (ctx_.cfg.graphCalls == GraphCalls::kAlways) {
     cache_.emplace_front(key, s);
-    if (cache_.size() > kCacheSites) {
-      cache_.back().second->retired = true;
-      cache_.pop_back();
-    }
+    if (cache_.size() > kCacheSites) cache_.pop_back();  // kept in sites_: replays may be queued
   }
   if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
   INFO(kSubsysColl, "in-graph call: %zu sends (%llu bytes), %zu senders, self %zu bytes%s", s->sends.size(),
@@ -417,30 +413,12 @@ void InGraphCalls::onGraphDestroyed(void* p) {
   auto* site = static_cast<Site*>(p);
   std::shared_ptr<Link> keep = site->link;
   std::lock_guard<std::mutex> link(keep->mu);
-  if (!keep->pool) {
-    delete site;  // its flags stay with the slabs the pool left behind
-    return;
-  }
+  // Nothing is freed here: this runs on CUDA's thread for user objects, where CUDA calls
+  // (unmapping, freeing pinned memory) are not allowed. Without the pool the site stays
+  // allocated, as its slabs do; with it, the site waits for the communicator's end.
+  if (!keep->pool) return;
   std::lock_guard<std::mutex> lock(keep->pool->mu_);
   site->retired = true;
-}
-
-// Sites whose graphs were destroyed: their mappings and pinned slots go (the flag slot itself
-// is never reused). Sites of RMACC_GRAPH_CALLS=always stay until the end: a stream may still
-// hold replays of one that left the cache.
-void InGraphCalls::retireFinished() {
-  std::vector<Site*> gone;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = std::remove_if(sites_.begin(), sites_.end(), [&](Site* s) {
-      if (s->retired) gone.push_back(s);
-      return s->retired;
-    });
-    sites_.erase(it, sites_.end());
-  }
-  if (!gone.empty()) ctx_.backend.runRelaxed([&] {
-    for (Site* s : gone) delete s;
-  });
 }
 
 void InGraphCalls::release(Site& s) {

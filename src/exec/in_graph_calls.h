@@ -23,7 +23,9 @@
 // Limits: one graph's replays must run one after another (as launches of one cudaGraphExec
 // do); two executable graphs instantiated from one capture must not run at the same time.
 // The buffers must be memory the node's ranks can map (rmaccMemAlloc, cudaMalloc); when a
-// rank's are not, every rank's call takes the triggered path instead.
+// rank's are not, every rank's call takes the triggered path instead. A site's pinned slots and
+// peer mappings are freed with the communicator, not with its graph: freeing or unmapping then
+// would wait for the device, from a CUDA callback or a capturing thread.
 #pragma once
 
 #include <atomic>
@@ -70,7 +72,6 @@ class InGraphCalls {
   void enqueue(Site& site, Stream& user);
   void release(Site& site);
   Site* cached(uint64_t key);
-  void retireFinished();  // frees the slots of sites nothing can run any more
   void allocateFlags();   // another slab of sites' flags
   void watch();           // the watchdog thread
   static void onGraphDestroyed(void* site);
@@ -94,7 +95,7 @@ class InGraphCalls {
   };
   std::vector<Slab> slabs_;
   size_t nextSlot_ = 0;       // slots are never reused: a peer's old graph may still write one
-  std::vector<Site*> sites_;  // every live site, owned
+  std::vector<Site*> sites_;  // every site, owned (until the communicator's end)
   std::list<std::pair<uint64_t, Site*>> cache_;  // RMACC_GRAPH_CALLS=always: by call, recent first
   std::condition_variable wake_;
   bool stop_ = false;
