@@ -56,6 +56,15 @@ struct Call {
                           l.rdispls.data(), rmaccFloat32, comm.get(), comm.stream());
   }
   size_t wrong(int me, uint64_t salt, std::string* first) const { return checkRecv(recv, l, 4, me, salt, first); }
+  // One call with new data, synchronised and checked: "" when every byte landed, else what
+  // went wrong.
+  std::string roundTrip(int me, uint64_t salt) {
+    fill(me, salt);
+    if (rmaccResult_t r = run()) return std::string("call: ") + rmaccGetErrorString(r) + ": " + comm.lastError();
+    if (rmaccResult_t r = comm.sync()) return std::string("sync: ") + rmaccGetErrorString(r) + ": " + comm.lastError();
+    std::string first;
+    return wrong(me, salt, &first) ? first : "";
+  }
 };
 
 class InGraph : public testing::TestWithParam<int> {};
@@ -67,13 +76,7 @@ TEST_P(InGraph, RepeatedCallReplaysOneSiteByteExact) {
   runRanks(n, inGraph(), [&](const RankContext& ctx) {
     TestComm comm(ctx);
     Call c(comm, makeCounts(Pattern::kRandom, n, 700, 4), n, ctx.rank, 4);
-    for (int it = 0; it < 40; ++it) {
-      c.fill(ctx.rank, 100 + it);
-      RMACC_ASSERT_OK(c.run());
-      RMACC_ASSERT_OK(comm.sync());
-      std::string first;
-      ASSERT_EQ(c.wrong(ctx.rank, 100 + it, &first), 0u) << "replay " << it << ": " << first;
-    }
+    for (int it = 0; it < 40; ++it) ASSERT_EQ(c.roundTrip(ctx.rank, 100 + it), "") << "replay " << it;
     c.fill(ctx.rank, 7);
     for (int it = 0; it < 50; ++it) RMACC_ASSERT_OK(c.run());
     RMACC_ASSERT_OK(comm.sync());
@@ -94,12 +97,7 @@ TEST_P(InGraph, ManyCallsEvictAndRebuildSites) {
                                              ctx.rank, 20 + k));
     for (int round = 0; round < 2; ++round) {
       for (int k = 0; k < 12; ++k) {
-        const uint64_t salt = 1000 * round + k;
-        calls[k]->fill(ctx.rank, salt);
-        RMACC_ASSERT_OK(calls[k]->run());
-        RMACC_ASSERT_OK(comm.sync());
-        std::string first;
-        ASSERT_EQ(calls[k]->wrong(ctx.rank, salt, &first), 0u) << "round " << round << " call " << k << ": " << first;
+        ASSERT_EQ(calls[k]->roundTrip(ctx.rank, 1000 * round + k), "") << "round " << round << " call " << k;
       }
     }
   });
@@ -131,11 +129,7 @@ TEST_P(InGraph, MismatchAndBadArgumentsFailEveryRank) {
 
     for (int k = 0; k < 2; ++k) {
       Call good(comm, makeCounts(Pattern::kZipf, n, 400, 9 + k), n, ctx.rank, 9 + k);
-      good.fill(ctx.rank, 9 + k);
-      RMACC_ASSERT_OK(good.run());
-      RMACC_ASSERT_OK(comm.sync());
-      std::string first;
-      EXPECT_EQ(good.wrong(ctx.rank, 9 + k, &first), 0u) << first;
+      EXPECT_EQ(good.roundTrip(ctx.rank, 9 + k), "") << "good call " << k;
     }
   });
 }
@@ -183,13 +177,7 @@ TEST_P(InGraph, SelfBlockThroughPinnedSlots) {
   runRanks(n, inGraph({{"RMACC_LOCAL_COPY", "engines"}}), [&](const RankContext& ctx) {
     TestComm comm(ctx);
     Call c(comm, makeCounts(Pattern::kUniform, n, (3u << 20) / 4 + 123, 6), n, ctx.rank, 6);
-    for (int it = 0; it < 4; ++it) {
-      c.fill(ctx.rank, 60 + it);
-      RMACC_ASSERT_OK(c.run());
-      RMACC_ASSERT_OK(comm.sync());
-      std::string first;
-      ASSERT_EQ(c.wrong(ctx.rank, 60 + it, &first), 0u) << "replay " << it << ": " << first;
-    }
+    for (int it = 0; it < 4; ++it) ASSERT_EQ(c.roundTrip(ctx.rank, 60 + it), "") << "replay " << it;
   });
 }
 

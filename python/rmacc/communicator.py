@@ -137,16 +137,18 @@ class Communicator:
         # Count arrays reused by every all_to_all_single (building new ones costs µs per call).
         # Like an NCCL communicator, one communicator is not for concurrent use by threads.
         self._counts = [size_arrays(self.size) for _ in range(4)]
-        self._filled = [None, None, None, None]  # splits (send, receive) and rows last written
-        self._cuda_index = self.device.index if self.device.type == "cuda" else None
-        # The current stream's handle without a torch.cuda.Stream object (~3 us less a call on
-        # an H200 host); torch.cuda.current_stream where this PyTorch lacks the raw getter.
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._filled = None  # (send splits, receive splits, row) the count arrays hold
+        self._cuda_index = None
         if self.device.type != "cuda":
             self._stream = lambda: None  # host backend: the call returns when done
-        elif raw is not None:
-            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-            self._stream = lambda: raw(index)
+        else:
+            self._cuda_index = self.device.index if self.device.index is not None \
+                else torch.cuda.current_device()
+            # The current stream's handle without a torch.cuda.Stream object (~3 us less a call
+            # on an H200 host); the _stream method where this PyTorch lacks the raw getter.
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            if raw is not None:
+                self._stream = lambda index=self._cuda_index: raw(index)
         self.id = next(_ids)
         _by_id[self.id] = self
         _open.add(self)
@@ -212,10 +214,8 @@ class Communicator:
             raise RuntimeError("this rmacc communicator is closed")
         return self._handle
 
-    def _stream(self):
-        if self.device.type == "cuda":
-            return torch.cuda.current_stream(self.device).cuda_stream
-        return None  # host backend: the call returns when done
+    def _stream(self):  # CUDA without the raw getter (__init__ sets the others)
+        return torch.cuda.current_stream(self.device).cuda_stream
 
     # --- collectives --------------------------------------------------------------------
 
@@ -253,13 +253,11 @@ class Communicator:
         isplits = check_splits(input_split_sizes, input.shape[0], n, "input_split_sizes", "input")
         sc, sd, rc, rd = self._counts
         # A MoE layer calls with the same splits again and again: the arrays already hold them.
-        filled = self._filled
-        if row != filled[2] or isplits != filled[0]:
+        last = self._filled
+        if last is None or row != last[2] or isplits != last[0] or osplits != last[1]:
             fill_counts(sc, sd, isplits, row)
-            filled[0], filled[2] = isplits[:], row
-        if row != filled[3] or osplits != filled[1]:
             fill_counts(rc, rd, osplits, row)
-            filled[1], filled[3] = osplits[:], row
+            self._filled = (isplits[:], osplits[:], row)
         return (input.data_ptr(), sc, sd, output.data_ptr(), rc, rd, code, handle,
                 self._stream())
 

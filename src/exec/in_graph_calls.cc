@@ -79,7 +79,7 @@ struct InGraphCalls::Site {
   uint64_t bytes = 0;  // this rank's bytes out (messages)
 };
 
-// What a replay's host function reaches: the pool while it exists.
+// What a site's graph-destruction callback reaches: the pool while it exists.
 struct InGraphCalls::Link {
   std::mutex mu;
   InGraphCalls* pool = nullptr;
@@ -90,12 +90,14 @@ InGraphCalls::InGraphCalls(const EngineContext& ctx)
       me_(ctx.topo.localRankOf(ctx.rank)),
       L_(ctx.topo.nodeSize(ctx.topo.nodeOf(ctx.rank))),
       ring_(chooseLocalCopyMode(ctx.cfg.localCopy, ctx.backend.caps()) == LocalCopyMode::kEngines),
+      siteBytes_(2 * L_ * sizeof(uint64_t)),
+      sitesPerSlab_(kSlabBytes / siteBytes_),
       link_(std::make_shared<Link>()) {
   link_->pool = this;
 }
 
 // Sites that graphs still hold keep their memory (and their peers' mappings): a replay after
-// the communicator's end needs nothing else, and its host function finds the link empty.
+// the communicator's end needs nothing else (but nothing watches it any more).
 InGraphCalls::~InGraphCalls() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -139,8 +141,7 @@ Event& InGraphCalls::nextEvent() {
 void InGraphCalls::allocateFlags() {
   Slab slab;
   slab.flags = ctx_.backend.allocate(kSlabBytes);
-  const size_t perSlab = kSlabBytes / (2 * L_ * sizeof(uint64_t));
-  slab.finished = ctx_.backend.allocateHostVisible(perSlab * sizeof(uint64_t));
+  slab.finished = ctx_.backend.allocateHostVisible(sitesPerSlab_ * sizeof(uint64_t));
   slabs_.push_back(std::move(slab));  // both zeroed by the backend
 }
 
@@ -155,15 +156,14 @@ bool InGraphCalls::record(Stream& user, const AlltoallvArgs& a) {
   Offer mine;
   const Allocation* flagSlab = nullptr;
   size_t slot = 0;
-  const size_t perSlab = kSlabBytes / (2 * L_ * sizeof(uint64_t));
   uint64_t hash = mix(mix(0, (uintptr_t)a.sendbuff), (uintptr_t)a.recvbuff);
   ctx_.backend.runRelaxed([&] {
     std::lock_guard<std::mutex> lock(mu_);
-    if (nextSlot_ == slabs_.size() * perSlab) allocateFlags();
+    if (nextSlot_ == slabs_.size() * sitesPerSlab_) allocateFlags();
     slot = nextSlot_;
-    flagSlab = slabs_[slot / perSlab].flags.get();
+    flagSlab = slabs_[slot / sitesPerSlab_].flags.get();
   });
-  mine.flagOffset = (slot % perSlab) * 2 * L_ * sizeof(uint64_t);
+  mine.flagOffset = (slot % sitesPerSlab_) * siteBytes_;
   mine.flags = HandleRecord::from(flagSlab->exportHandle());
   if (!a.rejected.empty()) {
     mine.status = kRejected;
@@ -288,12 +288,11 @@ InGraphCalls::Site* InGraphCalls::build(const AlltoallvArgs& a, const std::vecto
   site->link = link_;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const size_t perSlab = kSlabBytes / (2 * L_ * sizeof(uint64_t));
-    Slab& slab = slabs_[slot / perSlab];
-    char* base = static_cast<char*>(slab.flags->ptr()) + (slot % perSlab) * 2 * L_ * sizeof(uint64_t);
+    Slab& slab = slabs_[slot / sitesPerSlab_];
+    char* base = static_cast<char*>(slab.flags->ptr()) + (slot % sitesPerSlab_) * siteBytes_;
     site->ready = reinterpret_cast<volatile uint64_t*>(base);
     site->done = site->ready + L_;
-    site->finished = static_cast<volatile uint64_t*>(slab.finished->ptr()) + slot % perSlab;
+    site->finished = static_cast<volatile uint64_t*>(slab.finished->ptr()) + slot % sitesPerSlab_;
     *site->finished = kIdle;
   }
   // The replay's first store says it runs (the watchdog: watch()).

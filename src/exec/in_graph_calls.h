@@ -80,6 +80,8 @@ class InGraphCalls {
   const int me_;  // this rank's index among the node's ranks
   const int L_;   // ranks on the node
   const bool ring_;  // the block to itself goes through pinned slots (no compute units)
+  const size_t siteBytes_;     // a site's flags: ready[L], done[L]
+  const size_t sitesPerSlab_;  // sites whose flags one slab holds
   std::shared_ptr<Link> link_;
 
   std::mutex captureMu_;  // one record() at a time: the lanes and events below
