@@ -3,6 +3,8 @@
 // forwards (src/exec/executor.cc). The stream is held on a host flag while everything is
 // enqueued, so host enqueue time is not in the figure: event e0 is recorded right after the
 // held wait, e1 after the work; the flag is released once both are enqueued. Median of 21.
+// The host time of each call (enqueueing into the held stream) is timed too: what a rank's
+// thread pays per backend call (issue 18's host time per call, RESULTS §9.3).
 // Copies go device -> pinned host memory (copy engines; one GPU has no NVLink peer), each to
 // its own destination, as a relay's forwards go to different peers. rmacc-sim's per-op costs
 // come from this (tools/sim/cluster.cc, bench/RESULTS.md §7.5).
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <vector>
 
@@ -26,9 +29,22 @@ volatile uint32_t* gate;  // host-mapped: the stream waits for it to reach the g
 CUdeviceptr gateDev;
 uint32_t gateRound = 0;
 
-// Device time (µs) of `work` on the stream, median of 21 rounds.
+double nowUs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double lastHostUs = 0;  // host time of the last timeOnDevice's work(), median
+
+// Device time (µs) of `work` on the stream, median of 21 rounds; its host time in lastHostUs.
 double timeOnDevice(const std::function<void()>& work) {
-  std::vector<double> us;
+  std::vector<double> us, host;
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -36,7 +52,9 @@ double timeOnDevice(const std::function<void()>& work) {
     ++gateRound;
     CU(cuStreamWaitValue32(stream, gateDev, gateRound, CU_STREAM_WAIT_VALUE_GEQ));
     CK(cudaEventRecord(e0, stream));
+    const double h0 = nowUs();
     work();
+    host.push_back(nowUs() - h0);
     CK(cudaEventRecord(e1, stream));
     *gate = gateRound;
     CK(cudaStreamSynchronize(stream));
@@ -44,8 +62,8 @@ double timeOnDevice(const std::function<void()>& work) {
     CK(cudaEventElapsedTime(&ms, e0, e1));
     us.push_back(ms * 1e3);
   }
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  lastHostUs = median(host);
+  return median(us);
 }
 
 // One cuStreamBatchMemOp of k 64-bit writes of `value`, each to its own word at `base`.
@@ -81,7 +99,7 @@ int main() {
   CUdeviceptr flagsDev;
   CK(cudaHostGetDevicePointer((void**)&flagsDev, flags, 0));
 
-  printf("what k bytes one_call_each_us batch_us\n");
+  printf("what k bytes one_call_each_us batch_us host_each_us host_batch_us\n");
   for (size_t bytes : {(size_t)4096, (size_t)16384, (size_t)262144}) {
     for (int k : {1, 2, 7, 14, 28}) {
       std::vector<void*> d(k), s(k);
@@ -91,6 +109,7 @@ int main() {
         for (int i = 0; i < k; ++i)
           CK(cudaMemcpyAsync(d[i], s[i], bytes, cudaMemcpyDefault, stream));
       });
+      const double hostEach = lastHostUs;
       cudaMemcpyAttributes attr = {};
       attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
       attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
@@ -102,7 +121,7 @@ int main() {
         }
         CK(cudaMemcpyBatchAsync(d.data(), s.data(), n.data(), k, &attr, &attrIdx, 1, stream));
       });
-      printf("copy %d %zu %.2f %.2f\n", k, bytes, each, batch);
+      printf("copy %d %zu %.2f %.2f %.2f %.2f\n", k, bytes, each, batch, hostEach, lastHostUs);
     }
   }
   uint64_t value = 1;
@@ -112,12 +131,13 @@ int main() {
       for (int i = 0; i < k; ++i)
         CU(cuStreamWriteValue64(stream, flagsDev + i * 64, value, CU_STREAM_WRITE_VALUE_DEFAULT));
     });
+    const double hostEach = lastHostUs;
     std::vector<CUstreamBatchMemOpParams> ops(k);
     const double batch = timeOnDevice([&] {
       ++value;
       enqueueWrites(ops, k, flagsDev, value);
     });
-    printf("write %d 8 %.2f %.2f\n", k, each, batch);
+    printf("write %d 8 %.2f %.2f %.2f %.2f\n", k, each, batch, hostEach, lastHostUs);
   }
   // The executor's forward pattern: one copy batch of k, then one memop batch of k writes.
   for (size_t bytes : {(size_t)16384, (size_t)262144}) {
@@ -135,8 +155,49 @@ int main() {
         else CK(cudaMemcpyBatchAsync(d.data(), s.data(), n.data(), k, &attr, &attrIdx, 1, stream));
         enqueueWrites(ops, k, flagsDev, value);
       });
-      printf("copies+writes %d %zu - %.2f\n", k, bytes, both);
+      printf("copies+writes %d %zu - %.2f - %.2f\n", k, bytes, both, lastHostUs);
     }
+  }
+  // A relay's node rounds as the executor enqueues them on its copy stream (RESULTS §9.3):
+  // per round one copy batch of 7 forwards (after the capture check the backend makes) and
+  // one memop batch of 7 data signals, a credit's ready flag and the next round's wait (on a
+  // value that already holds). 127 rounds: a rank's copy stream in one call at 128 nodes x 8.
+  {
+    const int k = 7, rounds = 127;
+    const size_t bytes = 16384;
+    std::vector<void*> d(k), s(k);
+    std::vector<size_t> n(k, bytes);
+    for (int i = 0; i < k; ++i) d[i] = dst + i * kMaxBytes, s[i] = src + i * kMaxBytes;
+    cudaMemcpyAttributes attr = {};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+    size_t attrIdx = 0;
+    std::vector<CUstreamBatchMemOpParams> ops(k + 2);
+    const double dev = timeOnDevice([&] {
+      for (int r = 0; r < rounds; ++r) {
+        cudaStreamCaptureStatus status;
+        CK(cudaStreamIsCapturing(stream, &status));
+        CK(cudaMemcpyBatchAsync(d.data(), s.data(), n.data(), k, &attr, &attrIdx, 1, stream));
+        ++value;
+        for (int i = 0; i < k + 2; ++i) {
+          ops[i] = {};
+          if (i == k + 1) {
+            ops[i].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+            ops[i].waitValue.address = flagsDev + 31 * 64;  // 0 >= 0: holds
+            ops[i].waitValue.value64 = 0;
+            ops[i].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+            continue;
+          }
+          ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+          ops[i].writeValue.address = flagsDev + i * 64;
+          ops[i].writeValue.value64 = value;
+          ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+        }
+        CU(cuStreamBatchMemOp(stream, k + 2, ops.data(), 0));
+      }
+    });
+    printf("rounds %d %zu %.2f - %.2f - (per round: device %.2f, host %.2f)\n", rounds, bytes,
+           dev, lastHostUs, dev / rounds, lastHostUs / rounds);
   }
   return 0;
 }

@@ -141,36 +141,43 @@ TEST(SimModel, RelayWithOneSlotWaitsForTheCredit) {
 // batch of signal writes (executor.cc); the model charges it so. r0 forwards 10,000 bytes to
 // each of r1..r3 at 10,000 bytes/us out of its copy engines: as one call, the launch is 2 us +
 // 2 x 0.5 for the further copies, the three copies share the link (3 us), then the signals at
-// +1, +0.25, +0.25 and each receiver's wait 1 us later: 8.5 us. With a proxy put between the
-// forwards in op order, the executor flushes its batch at each: three calls of launch 2 +
-// copy 1 + signal 1, one after the other, and the last receiver done at 13 us.
+// +1, +0.25, +0.25 and each receiver's wait 1 us later: 8.5 us. Proxy puts between the
+// forwards in op order do not cut the batch (each stream keeps its own open batch). A forward
+// that depends on the one before it does: three calls of launch 2 + copy 1 + signal 1, one
+// after the other, and the last receiver done at 13 us.
 TEST(SimModel, ConsecutiveForwardsAreOneBackendCall) {
   Cluster c = bare(2, 4);
   c.ceOpUs = 2;
   c.ceBatchItemUs = 0.5;
   c.memopUs = 1;
   c.memopBatchItemUs = 0.25;
-  auto plan = [](bool interleaved) {
+  enum Variant { kPlain, kInterleaved, kChained };
+  auto plan = [](Variant v) {
     const int kColl = plan::kPlanCtxColl;
     plan::Plan p;
     p.topo = Topology::blocks(2, 4);
     p.bytes.assign(64, 0);
     p.ranks.resize(8);
     auto& r0 = p.ranks[0].ops;
+    int previous = -1;
     for (int d = 1; d <= 3; ++d) {
       p.bytes[d] = 10000;
-      r0.push_back(op(OpKind::kPut, Lane::kCePut, d, 10000, kColl, plan::kSigData, 0, {},
+      std::vector<int> deps;
+      if (v == kChained && previous >= 0) deps.push_back(previous);
+      previous = (int)r0.size();
+      r0.push_back(op(OpKind::kPut, Lane::kCePut, d, 10000, kColl, plan::kSigData, 0, deps,
                       Region::kRelay, Region::kRecv));
-      if (interleaved)
+      if (v == kInterleaved)
         r0.push_back(op(OpKind::kPut, Lane::kProxyPut, 4, 0, kColl, plan::kSigData, 0, {}));
       p.ranks[d].ops.push_back(op(OpKind::kWait, Lane::kCeWait, 0, 0, kColl, plan::kSigData, 1, {}));
     }
-    if (interleaved)
+    if (v == kInterleaved)
       p.ranks[4].ops.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kColl, plan::kSigData, 3, {}));
     return p;
   };
-  EXPECT_NEAR(simulate(plan(false), c).timeUs, 8.5, 1e-9);
-  EXPECT_NEAR(simulate(plan(true), c).timeUs, 13, 1e-9);
+  EXPECT_NEAR(simulate(plan(kPlain), c).timeUs, 8.5, 1e-9);
+  EXPECT_NEAR(simulate(plan(kInterleaved), c).timeUs, 8.5, 1e-9);
+  EXPECT_NEAR(simulate(plan(kChained), c).timeUs, 13, 1e-9);
 }
 
 // A gathering put costs the proxy one write per iovLimit runs of sources adjacent in the send

@@ -20,6 +20,10 @@ namespace {
 
 // Copies within the device above this size get the local stream (see streamFor).
 constexpr uint64_t kOwnStreamAbove = 1 << 20;
+// A stream's open batch goes to the backend once it holds this many memory ops, even when
+// nothing else closes it: its ready flags release proxy puts, and waiting for the end of the
+// call would hold those back for as long as the rest takes to enqueue.
+constexpr size_t kFlushAtMemOps = 16;
 
 }  // namespace
 
@@ -40,6 +44,19 @@ Executor::Executor(const EngineContext& ctx, RmaEngine& rma) : ctx_(ctx), rma_(r
   }
   local_ = be.createStream();
   join_ = be.createStream();
+  std::vector<Stream*> all{local_.get(), join_.get(), ceWait_.get(), proxyPut_.get(),
+                           proxyWait_.get()};
+  for (auto& s : ceStreams_) all.push_back(s.get());
+  constexpr size_t kWordBytes = 64;  // a line each: the streams write them independently
+  // Host-visible: written by streams, waited on by streams, zeroed (and released) by the CPU.
+  progressWords_ = be.allocateHostVisible(all.size() * kWordBytes);
+  char* words = static_cast<char*>(progressWords_->ptr());
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!all[i]) continue;
+    auto* word = reinterpret_cast<volatile uint64_t*>(words + i * kWordBytes);
+    be.hostWrite(word, 0);
+    progress_[all[i]] = Progress{word, 0};
+  }
   trace_ = ctx_.trace;
   LocalCopyMode mode = chooseLocalCopyMode(cfg.localCopy, be.caps());
   copier_ = std::make_unique<LocalCopier>(be, ctx_.bootstrap, ctx_.topo, ctx_.rank, mode,
@@ -155,11 +172,9 @@ bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers&
   const bool copy = op.kind == OpKind::kCopy && copier_->mode() == LocalCopyMode::kDirect;
   if (op.kind == OpKind::kPut && !ce) return batchProxyPut(batch, s, op, b);
   if (!ce && !copy && op.kind != OpKind::kWait) return false;
-  if (!batch.empty() && batch.stream != &s) flush(batch);
   if ((copy || (ce && op.bytes)) && batch.ordered) flush(batch);
-  batch.stream = &s;
   if (op.kind == OpKind::kWait) {
-    if (op.count) wait(batch, s, ctx_.signals.consume(op.peer, op.ctx, op.sigIdx, op.count));
+    if (op.count) wait(batch, ctx_.signals.consume(op.peer, op.ctx, op.sigIdx, op.count));
     return true;
   }
   if (copy) {
@@ -174,7 +189,7 @@ bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers&
     batch.copies.push_back({static_cast<char*>(t.local) + offset, local(op.src, b), op.bytes});
   }
   WriteDesc sig = ctx_.signals.ceSignal(op.peer, op.ctx, op.sigIdx);
-  pushMemOp(batch, s, {false, sig.addr, sig.value});
+  pushMemOp(batch, {false, sig.addr, sig.value});
   return true;
 }
 
@@ -193,11 +208,10 @@ bool Executor::batchProxyPut(Batch& batch, Stream& s, const Op& op, const CallBu
     return false;
   }
   if (op.bytes && op.dst.region == Region::kRelay) noteRelayWrite(op);
-  if (!batch.empty() && batch.stream != &s) flush(batch);
   if (batch.readyLast && batch.memOps.back().addr == ready.addr) {
     batch.memOps.back().value = ready.value;
   } else {
-    pushMemOp(batch, s, {false, ready.addr, ready.value});
+    pushMemOp(batch, {false, ready.addr, ready.value});
     batch.ordered = true;
   }
   batch.readyLast = true;
@@ -238,15 +252,34 @@ bool Executor::postPut(Stream& s, const Op& op, const CallBuffers& b, WriteDesc*
   return rma_.postUnreleased(s, src, op.bytes, op.peer, *t, offset, op.ctx, op.sigIdx, ready);
 }
 
-void Executor::pushMemOp(Batch& batch, Stream& s, const MemOpDesc& m) {
-  if (!batch.empty() && batch.stream != &s) flush(batch);
-  batch.stream = &s;
+// A dependency between streams of a call is a memory op pair, not an event: the stream the
+// dependency is on writes the next value of its progress word after the op (a write runs once
+// all earlier work of its stream is done, copies included, and fences it), and the dependent
+// stream waits for that value. Both join the streams' open batches, where an event record
+// and an event wait are a backend call each and end both batches. The words only grow, from
+// call to call; abort releases waits on them like any other.
+WaitDesc Executor::markProgress(Batch& batch) {
+  Progress& p = progress_.at(batch.stream);
+  pushMemOp(batch, {false, p.word, ++p.value});
+  batch.ordered = true;  // a later copy must not run ahead of the write
+  return WaitDesc{p.word, p.value};
+}
+
+Executor::Batch& Executor::Batches::of(Stream& s) {
+  for (Batch& b : open)
+    if (b.stream == &s) return b;
+  open.push_back(Batch{});
+  open.back().stream = &s;
+  return open.back();
+}
+
+void Executor::pushMemOp(Batch& batch, const MemOpDesc& m) {
   batch.memOps.push_back(m);
   batch.readyLast = false;
 }
 
-void Executor::wait(Batch& batch, Stream& s, const WaitDesc& w) {
-  pushMemOp(batch, s, {true, const_cast<volatile uint64_t*>(w.addr), w.value});
+void Executor::wait(Batch& batch, const WaitDesc& w) {
+  pushMemOp(batch, {true, const_cast<volatile uint64_t*>(w.addr), w.value});
   batch.ordered = true;
 }
 
@@ -262,6 +295,10 @@ void Executor::flush(Batch& batch) {
   batch.copies.clear();
   batch.memOps.clear();
   batch.ordered = batch.readyLast = false;
+}
+
+void Executor::flushAll(Batches& batches) {
+  for (Batch& b : batches.open) flush(b);
 }
 
 // The streams of the call's ops; which of them only wait (WaitOnly). With a trace every stream
@@ -296,9 +333,9 @@ void Executor::classify(const std::vector<Op>& ops, Call& c) {
     c.waitOnlyOf[i] = waitOnlyAt[std::find(all.begin(), all.end(), c.streamOf[i]) - all.begin()];
 }
 
-void Executor::holdWaits(Batch& batch, Stream& s, Call& c, int v, size_t upTo) {
-  size_t& held = c.heldWaits.emplace(std::make_pair(&s, v), 0).first->second;
-  for (; held < upTo; ++held) wait(batch, s, c.waitOnly[v].waits[held]);
+void Executor::holdWaits(Batch& batch, Call& c, int v, size_t upTo) {
+  size_t& held = c.heldWaits.emplace(std::make_pair(batch.stream, v), 0).first->second;
+  for (; held < upTo; ++held) wait(batch, c.waitOnly[v].waits[held]);
 }
 
 void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const WaitDesc& start,
@@ -312,21 +349,20 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
   // The last stream joins the others, runs the finish copies and stores the done flags.
   if (c.used.empty()) c.used.push_back(join_.get());
 
-  Batch batch;
+  Batches batches;
   // Each stream's wait for the start joins its first batch (the entry signals, on one node
   // everything up to the data copies) instead of being a call of its own.
   std::vector<Stream*> started;
   auto startOn = [&](Stream& s) {
     if (std::find(started.begin(), started.end(), &s) != started.end()) return;
     started.push_back(&s);
-    if (!entryBarrier) wait(batch, s, start);
+    if (!entryBarrier) wait(batches.of(s), start);
   };
   if (entryBarrier) barrierGate(start, c.used);
 
-  // An op that a different stream depends on gets an event recorded right after it; of an op's
-  // deps on one stream only the latest needs one (the stream ran the others before it), and
-  // every event closes the stream's open batch (a relay's forwards of one chunk, which its
-  // credit depends on, would otherwise take one backend call each).
+  // An op that a different stream depends on gets its stream's progress word written right
+  // after it (see markProgress); of an op's deps on one stream only the latest needs one (the
+  // stream ran the others before it).
   std::vector<char> crossDep(ops.size(), 0);
   for (size_t i = 0; i < ops.size(); ++i) {
     for (int d : ops[i].deps) {
@@ -336,7 +372,7 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
       if (latest) crossDep[d] = 1;
     }
   }
-  std::vector<Event*> after(ops.size(), nullptr);
+  std::vector<WaitDesc> after(ops.size());
   // The latest op of stream B that stream A already waits for: older deps are implied.
   std::map<std::pair<Stream*, Stream*>, int> waited;
   std::vector<int> deps;
@@ -351,37 +387,34 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
       continue;
     }
     startOn(s);
+    Batch& batch = batches.of(s);
     // Latest first: the event of an op's latest dep on a stream covers its earlier ones there.
     deps.assign(op.deps.begin(), op.deps.end());
     std::sort(deps.begin(), deps.end(), std::greater<int>());
     for (int d : deps) {
       if (c.streamOf[d] == &s) continue;
       if (c.waitOnlyOf[d] >= 0) {
-        holdWaits(batch, s, c, c.waitOnlyOf[d], c.waitsUpTo[d]);
+        holdWaits(batch, c, c.waitOnlyOf[d], c.waitsUpTo[d]);
         continue;
       }
       int& w = waited.emplace(std::make_pair(&s, c.streamOf[d]), -1).first->second;
       if (d <= w) continue;
-      if (batch.stream == &s) flush(batch);
-      s.waitEvent(*after[d]);
-      readyTail_.erase(&s);
+      wait(batch, after[d]);
       w = d;
     }
+    if (!trace_ && batch.memOps.size() >= kFlushAtMemOps) flush(batch);
     if (trace_ || !batchOp(batch, s, op, buffers)) {
-      flush(batch);
+      // Enqueued on its own, and it may be staged in pieces: everything before it in op order
+      // goes first, as the plan lists it.
+      flushAll(batches);
       TraceWriter::span(trace_, s, callSeq, op.batch, plan::laneName(op.lane), opName(op),
                         op.peer, op.bytes, [&] { enqueueOp(s, op, buffers); });
       readyTail_.erase(&s);
     }
-    if (crossDep[i]) {
-      if (batch.stream == &s) flush(batch);
-      after[i] = &nextEvent();
-      s.record(*after[i]);
-    }
+    if (crossDep[i]) after[i] = markProgress(batch);
   }
   for (Stream* s : c.used) startOn(*s);  // a call without ops: the join stream
-  join(batch, c);
-  finishCall(batch, *batch.stream, finish, done);
+  finishCall(batches, join(batches, c), finish, done);
   anyCall_ = true;
 }
 
@@ -402,9 +435,10 @@ void Executor::barrierGate(const WaitDesc& start, const std::vector<Stream*>& us
 // that the last stream does not hold yet join its memory ops. On one stream (one node, serial
 // lanes) this takes no call of its own: its proxy wait, if any, joins the open batch. The
 // batch is left open on the last stream.
-void Executor::join(Batch& batch, Call& c) {
+Stream& Executor::join(Batches& batches, Call& c) {
   auto readyTailed = [&](Stream* s) {
-    if (batch.stream == s && !batch.empty()) return batch.readyLast;
+    const Batch& b = batches.of(*s);
+    if (!b.empty()) return b.readyLast;
     return readyTail_.count(s) > 0;
   };
   Stream* last = c.used.back();
@@ -413,41 +447,42 @@ void Executor::join(Batch& batch, Call& c) {
       last = *it;
       break;
     }
-  if (batch.stream != last) flush(batch);
+  Batch& tail = batches.of(*last);
   for (Stream* s : c.used) {
     if (s == last) continue;
+    flush(batches.of(*s));
     WaitDesc w;
     const bool proxyWait = rma_.proxyDoneWait(*s, &w);
-    auto tail = readyTail_.find(s);
-    if (tail != readyTail_.end()) {
-      wait(batch, *last, tail->second);
-      if (proxyWait) wait(batch, *last, w);
+    auto ready = readyTail_.find(s);
+    if (ready != readyTail_.end()) {
+      wait(tail, ready->second);
+      if (proxyWait) wait(tail, w);
       continue;
     }
-    if (proxyWait) s->waitValues(&w, 1);
-    Event& e = nextEvent();
-    s->record(e);
-    if (batch.stream == last) flush(batch);
-    last->waitEvent(e);
+    if (proxyWait) wait(tail, w);
+    Batch& own = batches.of(*s);
+    wait(tail, markProgress(own));
+    flush(own);
   }
   for (size_t v = 0; v < c.waitOnly.size(); ++v)
-    holdWaits(batch, *last, c, (int)v, c.waitOnly[v].waits.size());
+    holdWaits(tail, c, (int)v, c.waitOnly[v].waits.size());
   WaitDesc w;
-  if (rma_.proxyDoneWait(*last, &w)) wait(batch, *last, w);
-  batch.stream = last;
+  if (rma_.proxyDoneWait(*last, &w)) wait(tail, w);
+  return *last;
 }
 
 // The done flags go out in the last stream's open batch of memory ops, after its last waits.
-void Executor::finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc>& finish,
+void Executor::finishCall(Batches& batches, Stream& last, const std::vector<CopyDesc>& finish,
                           const CallDone& done) {
-  if (!batch.empty() && batch.stream != &last) flush(batch);
+  Batch& batch = batches.of(last);
+  for (Batch& b : batches.open)
+    if (&b != &batch) flush(b);
   if (!finish.empty()) {
     flush(batch);
     copier_->copy(last, finish.data(), finish.size());
   }
-  batch.stream = &last;
-  for (volatile uint64_t* flag : done.flags) pushMemOp(batch, last, {false, flag, done.value});
-  if (done.own) pushMemOp(batch, last, {false, done.own, 1});
+  for (volatile uint64_t* flag : done.flags) pushMemOp(batch, {false, flag, done.value});
+  if (done.own) pushMemOp(batch, {false, done.own, 1});
   flush(batch);
   lastDone_ = done.value;
 }
@@ -455,9 +490,10 @@ void Executor::finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc
 void Executor::complete(const CallDone& done, const std::vector<CopyDesc>& finish) {
   // After the previous call: its done flags must not be overtaken by this one's. Every flag
   // of `done` holds the last finished call's value, so waiting on one is enough.
-  Batch batch;
-  if (anyCall_ && !done.flags.empty()) wait(batch, *join_, WaitDesc{done.flags.back(), lastDone_});
-  finishCall(batch, *join_, finish, done);
+  Batches batches;
+  if (anyCall_ && !done.flags.empty())
+    wait(batches.of(*join_), WaitDesc{done.flags.back(), lastDone_});
+  finishCall(batches, *join_, finish, done);
   anyCall_ = true;
 }
 

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <vector>
@@ -80,6 +81,13 @@ class Executor {
     bool readyLast = false;  // memOps ends with a proxy queue's ready flag (see join)
     bool empty() const { return copies.empty() && memOps.empty(); }
   };
+  // The open batch of every stream of a call. Each stream keeps its own, so that ops of
+  // another lane in between (the plan lists a node round's forwards, puts and waits side by
+  // side) do not cut it: a round's data signals and the next round's waits go in one call.
+  struct Batches {
+    std::deque<Batch> open;  // a handful of streams; references stay valid as it grows
+    Batch& of(Stream& s);
+  };
   // A stream whose ops in this call are all waits with no dependency on another stream (the
   // wait lanes): it gets no backend call at all. Whoever depends on one of its waits adds the
   // waits up to it to its own memory ops instead of waiting for an event, which holds exactly
@@ -106,17 +114,21 @@ class Executor {
   bool postPut(Stream& s, const plan::Op& op, const CallBuffers& b, WriteDesc* ready);
   std::vector<FabricIov> gatherSources(const plan::Op& op, const CallBuffers& b) const;
   void noteRelayWrite(const plan::Op& op);
-  void pushMemOp(Batch& batch, Stream& s, const MemOpDesc& m);
+  void pushMemOp(Batch& batch, const MemOpDesc& m);
   void flush(Batch& batch);
+  void flushAll(Batches& batches);
   void enqueueOp(Stream& s, const plan::Op& op, const CallBuffers& b);
   char* local(const plan::Loc& loc, const CallBuffers& b) const;
   Event& nextEvent();
-  void wait(Batch& batch, Stream& s, const WaitDesc& w);
-  // Adds to `s`'s batch the waits of wait-only stream `v` up to the first `upTo`.
-  void holdWaits(Batch& batch, Stream& s, Call& c, int v, size_t upTo);
+  // Appends to `batch` the write of its stream's next progress value; returns the wait for it.
+  WaitDesc markProgress(Batch& batch);
+  void wait(Batch& batch, const WaitDesc& w);
+  // Adds to `batch` the waits of wait-only stream `v` up to the first `upTo`.
+  void holdWaits(Batch& batch, Call& c, int v, size_t upTo);
   void barrierGate(const WaitDesc& start, const std::vector<Stream*>& used);
-  void join(Batch& batch, Call& c);
-  void finishCall(Batch& batch, Stream& last, const std::vector<CopyDesc>& finish,
+  // Returns the stream it left open for finishCall.
+  Stream& join(Batches& batches, Call& c);
+  void finishCall(Batches& batches, Stream& last, const std::vector<CopyDesc>& finish,
                   const CallDone& done);
 
   const EngineContext ctx_;
@@ -129,6 +141,13 @@ class Executor {
   std::unique_ptr<Stream> local_;  // copies within this rank's device (beside the CE puts)
   std::unique_ptr<Stream> join_;   // entry barriers, and calls that move nothing
   std::vector<std::unique_ptr<Event>> events_;  // reused each call (see nextEvent)
+  // Per stream, the word its progress marks go to and the last value written (markProgress).
+  struct Progress {
+    volatile uint64_t* word = nullptr;
+    uint64_t value = 0;
+  };
+  std::unique_ptr<Allocation> progressWords_;
+  std::map<Stream*, Progress> progress_;
   size_t nextEvent_ = 0;
   bool anyCall_ = false;
   uint64_t lastDone_ = 0;  // the done value of the last call enqueued (complete() waits for it)

@@ -31,9 +31,10 @@ struct Cluster {
 
   // Per-op costs: the time an op holds its stream or thread. ceOpUs: a stream launching one
   // copy; memopUs: a stream memory operation (signal write, or noticing a wait is satisfied);
-  // eventUs: a cross-stream event wait; proxyOpUs: the proxy's CPU time per put it issues (and
-  // per signal it applies on arrival). signalLatencyUs: from a CE signal's write until a waiter
-  // on another GPU sees it (does not hold any stream).
+  // eventUs: a dependency between streams (a progress word written and waited for);
+  // proxyOpUs: the proxy's CPU time per put it issues (and per signal it applies on arrival).
+  // signalLatencyUs: from a CE signal's write until a waiter on another GPU sees it (does not
+  // hold any stream).
   double ceOpUs = 2;
   double memopUs = 1;
   double eventUs = 1;

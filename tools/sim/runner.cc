@@ -145,13 +145,17 @@ bool isWaitLane(Lane lane) { return lane == Lane::kCeWait || lane == Lane::kProx
 
 // What src/exec/executor.cc hands the backend in one call (its Batch): a run of CE puts of one
 // stream (one copy batch, then one batch of their signal writes), or a run of proxy puts (one
-// store of the queue's ready flag). A run ends where the executor flushes: an op of another
-// stream comes between (the executor keeps one open batch); the op waits for an op of another
-// stream it did not wait for yet (an event, or a wait of the wait lanes held among the memory
-// ops: either ends the copies' run); the run's last op is one another stream depends on (an
-// event is recorded after the latest such dep of each dependent); or the op depends on a member.
-// Waits are calls of their own here: the executor folds the wait lanes into their dependents'
-// batches, the model runs them on their streams with an event hop.
+// store of the queue's ready flag). Each stream keeps its own open run, which ops of other
+// streams in between do not end. A run ends where the executor flushes: an op of the stream of
+// another kind; the op waits for an op of another stream it did not wait for yet (a wait on
+// that stream's progress word, or a wait of the wait lanes, held among the memory ops: a copy
+// does not pass either); the run's last op is one another stream depends on (its progress word
+// is written after the latest such dep of each dependent, and a copy does not pass that
+// either); or the op depends on a member. (The executor also flushes a batch of 16 memory
+// ops; the model does not: it would only split a run of ready-flag stores.) Waits are calls
+// of their own here: the executor folds the wait lanes into their dependents' batches, the
+// model runs them on their streams with an event hop (eventUs: the progress word's write and
+// wait).
 void Run::groupCalls(int r) {
   RankState& st = ranks_[r];
   const auto& ops = plan_.ranks[r].ops;
@@ -170,11 +174,9 @@ void Run::groupCalls(int r) {
   std::vector<int> open(nStreams, -1), waited((size_t)nStreams * nStreams, -1);
   st.groupOf.assign(m, -1);
   st.groups.clear();
-  int last = -1;  // the last op the executor batched
   for (int i = 0; i < m; ++i) {
     const Op& op = ops[i];
     const int s = st.streamOf[i];
-    if (last >= 0 && (st.streamOf[last] != s || eventAfter[last])) open[st.streamOf[last]] = -1;
     bool joins = !isWaitLane(op.lane) && classOf(op) != 0 && open[s] >= 0 &&
                  classOf(ops[st.groups[open[s]][0]]) == classOf(op);
     for (int d : op.deps) {
@@ -195,7 +197,7 @@ void Run::groupCalls(int r) {
     }
     st.groups[joins ? open[s] : st.groups.size() - 1].push_back(i);
     st.groupOf[i] = joins ? open[s] : (int)st.groups.size() - 1;
-    if (!isWaitLane(op.lane)) last = i;
+    if (eventAfter[i]) open[s] = -1;  // recorded right after it
   }
 }
 
