@@ -1,7 +1,8 @@
 // Runs one rank's part of a Plan on backend streams and the proxy: one executor for every
 // backend (DESIGN.md §3). Each lane of the plan is an in-order stream; a dependency between
-// ops of different lanes becomes an event, or, on a lane that only waits, the waits
-// themselves (see run); nothing else orders them.
+// ops of different lanes becomes a progress word the one stream writes and the other waits
+// for (markProgress), or, on a lane that only waits, the waits themselves (see run); nothing
+// else orders them.
 #pragma once
 
 #include <atomic>
@@ -90,8 +91,9 @@ class Executor {
   };
   // A stream whose ops in this call are all waits with no dependency on another stream (the
   // wait lanes): it gets no backend call at all. Whoever depends on one of its waits adds the
-  // waits up to it to its own memory ops instead of waiting for an event, which holds exactly
-  // when the event would have (the stream did nothing but wait for these monotone values).
+  // waits up to it to its own memory ops instead of waiting for the stream's progress, which
+  // holds exactly when that would have (the stream did nothing but wait for these monotone
+  // values).
   struct WaitOnly {
     Stream* stream = nullptr;
     std::vector<WaitDesc> waits;  // in op order
@@ -140,7 +142,7 @@ class Executor {
   std::unique_ptr<Stream> proxyWait_;
   std::unique_ptr<Stream> local_;  // copies within this rank's device (beside the CE puts)
   std::unique_ptr<Stream> join_;   // entry barriers, and calls that move nothing
-  std::vector<std::unique_ptr<Event>> events_;  // reused each call (see nextEvent)
+  std::vector<std::unique_ptr<Event>> events_;  // the entry barrier's (see nextEvent)
   // Per stream, the word its progress marks go to and the last value written (markProgress).
   struct Progress {
     volatile uint64_t* word = nullptr;
