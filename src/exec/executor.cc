@@ -388,7 +388,8 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
     }
     startOn(s);
     Batch& batch = batches.of(s);
-    // Latest first: the event of an op's latest dep on a stream covers its earlier ones there.
+    // Latest first: the progress mark of an op's latest dep on a stream covers its earlier ones
+    // there.
     deps.assign(op.deps.begin(), op.deps.end());
     std::sort(deps.begin(), deps.end(), std::greater<int>());
     for (int d : deps) {
@@ -436,6 +437,7 @@ void Executor::barrierGate(const WaitDesc& start, const std::vector<Stream*>& us
 // lanes) this takes no call of its own: its proxy wait, if any, joins the open batch. The
 // batch is left open on the last stream.
 Stream& Executor::join(Batches& batches, Call& c) {
+  // Whether s's work (flushed or still open) ends with its proxy queue's ready flag.
   auto readyTailed = [&](Stream* s) {
     const Batch& b = batches.of(*s);
     if (!b.empty()) return b.readyLast;
@@ -450,19 +452,14 @@ Stream& Executor::join(Batches& batches, Call& c) {
   Batch& tail = batches.of(*last);
   for (Stream* s : c.used) {
     if (s == last) continue;
-    flush(batches.of(*s));
-    WaitDesc w;
-    const bool proxyWait = rma_.proxyDoneWait(*s, &w);
-    auto ready = readyTail_.find(s);
-    if (ready != readyTail_.end()) {
-      wait(tail, ready->second);
-      if (proxyWait) wait(tail, w);
-      continue;
-    }
-    if (proxyWait) wait(tail, w);
+    // Done once its ready flag holds its last value, else once its progress mark is written;
+    // the mark goes in with the stream's open batch.
     Batch& own = batches.of(*s);
-    wait(tail, markProgress(own));
+    if (!readyTailed(s)) wait(tail, markProgress(own));
     flush(own);
+    if (auto ready = readyTail_.find(s); ready != readyTail_.end()) wait(tail, ready->second);
+    WaitDesc w;
+    if (rma_.proxyDoneWait(*s, &w)) wait(tail, w);
   }
   for (size_t v = 0; v < c.waitOnly.size(); ++v)
     holdWaits(tail, c, (int)v, c.waitOnly[v].waits.size());
