@@ -12,9 +12,9 @@ OUT=${OUT:-bench/sim}
 mkdir -p "$OUT"
 : > "$OUT/sweep.jsonl"
 # Two variants: "network" (host cost 0, every schedule: what the schedule itself allows) and
-# "host" (rmacc with today's per-call host cost from RESULTS, cluster.cc's defaults; the MoE
-# dispatch also plans every call, as its counts change: 1.1 us per op of the rank's own plan,
-# the planner's rate measured here, i.e. per-rank planning).
+# "host" (rmacc with today's per-call host cost, preset h200-host: the driver's host time per
+# backend call measured on an H200, the count exchange per node; the MoE dispatch also plans
+# every call, as its counts change: 0.075 us per op of the rank's own plan, RESULTS §9.1).
 run() {  # case variant args...
   local c=$1 v=$2; shift 2
   "$SIM" "$@" --json | sed "s/^{/{\"case\":\"$c\",\"variant\":\"$v\",/" >> "$OUT/sweep.jsonl"
@@ -26,7 +26,7 @@ for n in $NODES; do
       uniform-*|zipf-*) traffic=(--traffic "${c%%-*}" --bytes "${c#*-}") ;;
       moe-dsv3) traffic=(--traffic moe --tokens 4096 --hidden 7168 --elem-bytes 2 --experts 256
                          --topk 8 --node-limit 4)
-                plan=(--plan-us-per-op 1.1) ;;
+                plan=(--plan-us-per-op 0.075) ;;
       *) echo "unknown case $c" >&2; exit 2 ;;
     esac
     # The verifier runs up to 16 nodes (it replays every byte range, minutes per plan above);
@@ -35,7 +35,8 @@ for n in $NODES; do
     echo "# $(date +%T) $n nodes, $c" >&2
     run "$c" network --preset h200 --nodes "$n" "${traffic[@]}" --schedule all "${verify[@]}" \
       --host-us 0 --enqueue-us-per-op 0
-    run "$c" host --preset h200 --nodes "$n" "${traffic[@]}" --schedule rmacc --no-verify "${plan[@]}"
+    run "$c" host --preset h200-host --nodes "$n" "${traffic[@]}" --schedule rmacc --no-verify \
+      "${plan[@]}"
   done
 done
 /usr/bin/python3 bench/sim_plot.py "$OUT/sweep.jsonl" "$OUT/busbw.png"

@@ -7,19 +7,21 @@
 namespace rmacc::sim {
 
 std::string Cluster::describe() const {
-  char text[768];
+  char text[1024];
   snprintf(text, sizeof text,
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
            "latency %.1f us, %d NIC queue(s); CE %.0f GB/s x %d copies, local copy %.0f GB/s, "
            "PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us (+%.2f), event "
            "%.1f us, proxy op %.1f us, iov limit %d, signal latency %.1f us, %d CE stream(s); "
-           "host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op",
+           "host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op + copy call "
+           "%.2f (+%.2f) + memop call %.2f (+%.2f) us",
            nodes, gpusPerNode, nicGBps, crossRailPenalised ? "penalised" : "free", crossRailGBps,
            fabricGBps > 0 ? (std::to_string(fabricGBps) + " GB/s").c_str() : "unlimited",
            netLatencyUs, nicQueues, ceGBps, ceConcurrent, localCopyGBps, pcieGBps, ceOpUs,
            ceBatchItemUs, memopUs, memopBatchItemUs, eventUs, proxyOpUs, iovLimit,
            signalLatencyUs, ceStreams, hostFixedUs, exchangeUsPerNode, planUsPerOp,
-           enqueueUsPerOp);
+           enqueueUsPerOp, enqueueCopyCallUs, enqueueCopyItemUs, enqueueMemopCallUs,
+           enqueueMemopItemUs);
   return text;
 }
 
@@ -33,7 +35,9 @@ void Cluster::validate() const {
   RMACC_ARG_CHECK(netLatencyUs >= 0 && ceOpUs >= 0 && memopUs >= 0 && eventUs >= 0 &&
                       proxyOpUs >= 0 && signalLatencyUs >= 0 && ceBatchItemUs >= 0 &&
                       memopBatchItemUs >= 0 && hostFixedUs >= 0 && exchangeUsPerNode >= 0 &&
-                      planUsPerOp >= 0 && enqueueUsPerOp >= 0,
+                      planUsPerOp >= 0 && enqueueUsPerOp >= 0 && enqueueCopyCallUs >= 0 &&
+                      enqueueCopyItemUs >= 0 && enqueueMemopCallUs >= 0 &&
+                      enqueueMemopItemUs >= 0,
                   "per-op costs and latencies must be >= 0");
   RMACC_ARG_CHECK(nicQueues >= 1 && ceConcurrent >= 1 && ceStreams >= 1 && iovLimit >= 1,
                   "NIC queues, concurrent copies, CE streams and the iov limit must be >= 1");
@@ -63,7 +67,25 @@ Cluster preset(const std::string& name) {
     c.exchangeUsPerNode = 20;
     return c;
   }
-  RMACC_THROW(rmaccInvalidArgument, "unknown cluster preset '%s' (h200, h200-loopback)",
+  if (name == "h200-host") {
+    // One rank per GPU, no MPS, new counts every call. Enqueueing per backend call, host side
+    // of each CUDA call on an H200 (RESULTS §17.3, bench/batch_probe.cu): cudaMemcpyBatchAsync
+    // 3.60 us for 7 copies, 11.22 for 28 (0.40 us a further copy, so ~1.2 for the first);
+    // cuStreamBatchMemOp 0.77 us for one write, 1.14 for 7 (~0.05 a further op). The exchange:
+    // each pair of nodes is 4 messages handled by one rank of each node, i.e. 0.5 messages per
+    // rank per other node at 8 ranks a node, 4-7 us of CPU each here (RESULTS §9.1-9.2): 2.5 us
+    // per node; its fixed part (five node gathers) and the call's setup 20 us. Planning
+    // (planUsPerOp) stays 0: a cache hit; set it for counts that change every call (0.075 us
+    // per op of the rank's plan at 1,024 ranks, RESULTS §9.1: 0.19-0.22 ms for 2,695 ops).
+    c.enqueueUsPerOp = 0;
+    c.enqueueCopyCallUs = 1.2;
+    c.enqueueCopyItemUs = 0.40;
+    c.enqueueMemopCallUs = 0.77;
+    c.enqueueMemopItemUs = 0.05;
+    c.exchangeUsPerNode = 2.5;
+    return c;
+  }
+  RMACC_THROW(rmaccInvalidArgument, "unknown cluster preset '%s' (h200, h200-loopback, h200-host)",
               name.c_str());
 }
 

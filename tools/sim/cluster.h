@@ -60,12 +60,22 @@ struct Cluster {
 
   // Host, per call and rank: the fixed part (count exchange, call setup: hostFixedUs plus
   // exchangeUsPerNode per node beyond the first), planning (planUsPerOp x the rank's ops; 0 =
-  // the plan cache hits) and enqueueing (enqueueUsPerOp per op, op by op: an op cannot start
-  // before the host has enqueued it).
+  // the plan cache hits) and enqueueing, op by op in plan order (an op cannot start before the
+  // host has enqueued it, nor a backend call before its last op): enqueueUsPerOp per op, plus,
+  // per backend call the executor makes, what the driver takes for it: a copy batch
+  // enqueueCopyCallUs + enqueueCopyItemUs per further copy, a memory-op batch (a CE call's
+  // signal writes; a run of proxy puts' ready-flag store) enqueueMemopCallUs +
+  // enqueueMemopItemUs per further op; a wait is one more memory op in its dependent's batch
+  // (enqueueMemopItemUs). The per-call costs are 0 here (the "h200" preset's calibration is
+  // per op); "h200-host" sets them from RESULTS §17.3.
   double hostFixedUs = 20;
   double exchangeUsPerNode = 0;
   double planUsPerOp = 0;
   double enqueueUsPerOp = 6;
+  double enqueueCopyCallUs = 0;
+  double enqueueCopyItemUs = 0;
+  double enqueueMemopCallUs = 0;
+  double enqueueMemopItemUs = 0;
 
   int ranks() const { return nodes * gpusPerNode; }
   std::string describe() const;
@@ -74,7 +84,9 @@ struct Cluster {
 
 // Named parameter sets (bench/RESULTS.md says where each figure comes from):
 //  "h200"          an H200 node as measured here (CE 396 GB/s) with 50 GB/s NICs per GPU;
-//  "h200-loopback" the 2 x H200 machine with emulated nodes over loopback TCP (RESULTS §4-5).
+//  "h200-loopback" the 2 x H200 machine with emulated nodes over loopback TCP (RESULTS §4-5);
+//  "h200-host"     "h200" with the host's per-call costs of one rank per GPU (no MPS) as
+//                  measured for the control plane at scale (RESULTS §9, §17.3, §18).
 // Throws rmaccInvalidArgument for an unknown name.
 Cluster preset(const std::string& name);
 

@@ -14,14 +14,15 @@ namespace {
 
 const char* kUsage =
     "usage: rmacc-sim [options]\n"
-    "cluster:  --preset h200|h200-loopback (first)  --nodes N  --gpus L  --nic GBPS\n"
+    "cluster:  --preset h200|h200-loopback|h200-host (first)  --nodes N  --gpus L  --nic GBPS\n"
     "          --cross-rail GBPS | --no-cross-rail-penalty  --fabric GBPS  --latency US\n"
     "          --nic-queues K  --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
     "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
     "          --ce-streams K\n"
     "host:     --host-us US  --exchange-us-per-node US  --plan-us-per-op US\n"
-    "          --enqueue-us-per-op US\n"
+    "          --enqueue-us-per-op US  --enqueue-copy-call US  --enqueue-copy-item US\n"
+    "          --enqueue-memop-call US  --enqueue-memop-item US\n"
     "traffic:  --traffic uniform|random|zipf|moe  --bytes SIZE (per rank)  --seed S\n"
     "          moe: --tokens T --hidden H --elem-bytes B --experts E --topk K\n"
     "               --node-limit M --skew S\n"
@@ -98,6 +99,10 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--exchange-us-per-node", [&](auto& k, auto v) { c.exchangeUsPerNode = number(k, v); }},
       {"--plan-us-per-op", [&](auto& k, auto v) { c.planUsPerOp = number(k, v); }},
       {"--enqueue-us-per-op", [&](auto& k, auto v) { c.enqueueUsPerOp = number(k, v); }},
+      {"--enqueue-copy-call", [&](auto& k, auto v) { c.enqueueCopyCallUs = number(k, v); }},
+      {"--enqueue-copy-item", [&](auto& k, auto v) { c.enqueueCopyItemUs = number(k, v); }},
+      {"--enqueue-memop-call", [&](auto& k, auto v) { c.enqueueMemopCallUs = number(k, v); }},
+      {"--enqueue-memop-item", [&](auto& k, auto v) { c.enqueueMemopItemUs = number(k, v); }},
       {"--traffic", [&](auto&, auto v) { o.traffic.kind = trafficKind(v); }},
       {"--bytes", [&](auto& k, auto v) { o.traffic.bytesPerRank = size(k, v); }},
       {"--seed", [&](auto& k, auto v) { o.traffic.seed = (uint64_t)number(k, v); }},

@@ -21,6 +21,8 @@ void printReport(FILE* out, const SimOptions& o, const RunInfo& info, const Resu
   fprintf(out, "host: enqueueing done at %.1f us; %s\n", r.hostUs,
           r.hostBound ? "HOST-BOUND: the host is more than half the critical path"
                       : "the host is not the bottleneck");
+  fprintf(out, "proxy: the busiest spends %.1f us of CPU on its puts out and in (%.0f%% of the"
+          " call)\n", r.proxyBusyMaxUs, r.timeUs > 0 ? 100 * r.proxyBusyMaxUs / r.timeUs : 0.0);
   if (info.schedule != Schedule::kDirect)
     fprintf(out, "relay high-water %llu bytes held at once (capacity %llu)\n",
             (unsigned long long)r.relayHighWater, (unsigned long long)r.relayCapacity);
@@ -49,12 +51,12 @@ void printJson(FILE* out, const SimOptions& o, const RunInfo& info, const Result
           "\"bytes_per_rank\":%.0f,\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,"
           "\"bound_algbw\":%.4f,\"host_us\":%.3f,\"host_bound\":%s,\"relay_high_water\":%llu,"
           "\"cp_host_us\":%.3f,\"cp_copy_us\":%.3f,\"cp_network_us\":%.3f,\"cp_stream_us\":%.3f,"
-          "\"ops\":%zu,\"plan_ms\":%.1f}\n",
+          "\"proxy_busy_us\":%.3f,\"ops\":%zu,\"plan_ms\":%.1f}\n",
           scheduleName(info.schedule), c.nodes, c.gpusPerNode, c.nicGBps,
           kinds[(int)o.traffic.kind], r.meanBytesPerRank, r.timeUs, r.algbw, r.busbw,
           boundAlgbw(c), r.hostUs, r.hostBound ? "true" : "false",
           (unsigned long long)r.relayHighWater, r.critical.hostUs, r.critical.copyUs,
-          r.critical.networkUs, r.critical.streamUs, info.ops, info.planMs);
+          r.critical.networkUs, r.critical.streamUs, r.proxyBusyMaxUs, info.ops, info.planMs);
 }
 
 }  // namespace rmacc::sim

@@ -47,6 +47,7 @@ class Run {
     double doneAt = 0;
     OpRef last;                       // what finished last on this rank
     int64_t relayHeld = 0;
+    double proxyBusyUs = 0;           // proxy CPU spent on this rank's writes, out and in
   };
   struct Counter {
     uint64_t value = 0;
@@ -60,6 +61,7 @@ class Run {
   int streamFor(int r, const Op& op) const;
   void setUp(int r);
   void groupCalls(int r);
+  double callCost(int r, const std::vector<int>& group) const;
   void pump(int r, int s);
   void start(int r, int g);
   void finish(int r, int i);
@@ -134,11 +136,36 @@ void Run::setUp(int r) {
     for (int d : op.deps) st.dependents[d].push_back((int)i);
     if (op.kind == OpKind::kWait)
       st.threshold[i] = consumed[key(r, op.peer, op.ctx, op.sigIdx)] += op.count;
-    st.enqueueAt[i] = base + c_.enqueueUsPerOp * (double)(i + 1);
+  }
+  groupCalls(r);
+  // The host enqueues op by op in plan order and pays for a backend call when its last op is
+  // in (the executor hands a batch over when it closes).
+  double host = base;
+  for (size_t i = 0; i < m; ++i) {
+    host += c_.enqueueUsPerOp;
+    const std::vector<int>& g = st.groups[st.groupOf[i]];
+    if (g.back() == (int)i) host += callCost(r, g);
+    st.enqueueAt[i] = host;
   }
   hostEnd_ = std::max(hostEnd_, m ? st.enqueueAt[m - 1] : base);
   if (m == 0) st.doneAt = base;
-  groupCalls(r);
+}
+
+// What the driver takes on the host for one backend call (Cluster's enqueue*Call/Item).
+double Run::callCost(int r, const std::vector<int>& group) const {
+  const auto& ops = plan_.ranks[r].ops;
+  const Op& head = ops[group[0]];
+  if (head.kind == OpKind::kWait) return c_.enqueueMemopItemUs * (double)group.size();
+  auto batch = [](int k, double call, double item) { return k ? call + item * (k - 1) : 0.0; };
+  if (head.lane == Lane::kProxyPut)
+    return batch((int)group.size(), c_.enqueueMemopCallUs, c_.enqueueMemopItemUs);
+  int copies = 0, signals = 0;
+  for (int i : group) {
+    copies += ops[i].bytes > 0;
+    signals += ops[i].kind == OpKind::kPut;
+  }
+  return batch(copies, c_.enqueueCopyCallUs, c_.enqueueCopyItemUs) +
+         batch(signals, c_.enqueueMemopCallUs, c_.enqueueMemopItemUs);
 }
 
 bool isWaitLane(Lane lane) { return lane == Lane::kCeWait || lane == Lane::kProxyWait; }
@@ -350,6 +377,7 @@ int Run::writesOf(int r, const Op& op) const {
 void Run::sendPut(int r, int i) {
   machine_.proxy(r).submit([this, r, i](std::function<void()> releaseProxy) {
     const int writes = writesOf(r, plan_.ranks[r].ops[i]);
+    ranks_[r].proxyBusyUs += c_.proxyOpUs * writes;
     fluid_.at(fluid_.now() + c_.proxyOpUs * writes, [this, r, i, releaseProxy] {
       releaseProxy();
       const Op& op = plan_.ranks[r].ops[i];
@@ -362,6 +390,7 @@ void Run::sendPut(int r, int i) {
             if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
             machine_.proxy(op.peer).submit([this, r, i](std::function<void()> release) {
               const int writes = writesOf(r, plan_.ranks[r].ops[i]);
+              ranks_[plan_.ranks[r].ops[i].peer].proxyBusyUs += c_.proxyOpUs * writes;
               fluid_.at(fluid_.now() + c_.proxyOpUs * writes, [this, r, i, release] {
                 release();
                 const Op& op = plan_.ranks[r].ops[i];
@@ -458,6 +487,7 @@ Result Run::go() {
                   "rank %d stuck: %d ops left, %d puts in flight (a wait never satisfied)", r,
                   st.opsLeft, st.putsInFlight);
     res.timeUs = std::max(res.timeUs, st.doneAt);
+    res.proxyBusyMaxUs = std::max(res.proxyBusyMaxUs, st.proxyBusyUs);
     recs.push_back(&st.rec);
   }
   double total = 0;

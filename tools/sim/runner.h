@@ -40,6 +40,8 @@ struct Result {
   uint64_t relayHighWater = 0;  // most relay bytes one rank held at once (written, not forwarded)
   uint64_t relayCapacity = 0;   // plan.relayBytes
   bool hostBound = false;       // the host is more than half of the critical path
+  double proxyBusyMaxUs = 0;    // the busiest proxy's CPU time (writes it issued and took in):
+                                // no schedule of these puts finishes sooner
   CriticalPath critical;
   std::vector<Utilisation> utilisation;
   std::vector<std::string> links;  // every resource's utilisation, when there are few
