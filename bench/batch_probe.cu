@@ -29,17 +29,6 @@ volatile uint32_t* gate;  // host-mapped: the stream waits for it to reach the g
 CUdeviceptr gateDev;
 uint32_t gateRound = 0;
 
-double nowUs() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 double lastHostUs = 0;  // host time of the last timeOnDevice's work(), median
 
 // Device time (µs) of `work` on the stream, median of 21 rounds; its host time in lastHostUs.

@@ -281,6 +281,37 @@ TEST(SimModel, HostBoundWhenEnqueueingIsSlow) {
   EXPECT_TRUE(simulate(p, c).hostBound);
 }
 
+// A signal does not wait in the NIC's FIFO behind data to another peer (Cluster::
+// signalsBypassNicQueue), but it does behind data to its own peer. r0 puts 10,000 bytes (10 µs
+// at 1 GB/s, latency 5) to r1, then a signal to `signalPeer`, which answers with 10,000 bytes
+// to r0 once it has the signal: to r2 the signal lands at 5 µs and the answer at 20 (30 when
+// signals share the FIFO); to r1 it follows the data (lands at 15), answer at 30 either way.
+double signalBehindData(int signalPeer, bool bypass) {
+  const int kColl = plan::kPlanCtxColl, kCredit = plan::kPlanCtxCredit;
+  plan::Plan p;
+  p.topo = Topology::blocks(3, 1);
+  p.bytes.assign(9, 0);
+  p.ranks.resize(3);
+  auto& w = p.ranks[0].ops;
+  w.push_back(op(OpKind::kPut, Lane::kProxyPut, 1, 10000, kColl, plan::kSigData, 0, {},
+                 Region::kSend, Region::kRecv));
+  w.push_back(op(OpKind::kPut, Lane::kProxyPut, signalPeer, 0, kCredit, 0, 0, {}));
+  auto& a = p.ranks[signalPeer].ops;
+  a.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kCredit, 0, 1, {}));
+  a.push_back(op(OpKind::kPut, Lane::kProxyPut, 0, 10000, kColl, plan::kSigData, 0,
+                 {(int)a.size() - 1}, Region::kSend, Region::kRecv));
+  Cluster c = bare(3, 1);
+  c.signalsBypassNicQueue = bypass;
+  return simulate(p, c).timeUs;
+}
+
+TEST(SimModel, SignalPassesDataToAnotherPeerNotToItsOwn) {
+  EXPECT_DOUBLE_EQ(signalBehindData(2, true), 20);
+  EXPECT_DOUBLE_EQ(signalBehindData(2, false), 30);
+  EXPECT_DOUBLE_EQ(signalBehindData(1, true), 30);
+  EXPECT_DOUBLE_EQ(signalBehindData(1, false), 30);
+}
+
 // The host pays per backend call (preset "h200-host"): rank 0's three CE puts to one peer are
 // one copy batch (1 + 2 x 0.5 µs) and one batch of their signal writes (0.25 + 2 x 0.125), its
 // two proxy puts one ready-flag store (0.25 + 0.125): 2.875 µs; a wait is one memory op more in

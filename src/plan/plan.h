@@ -124,7 +124,10 @@ struct Options {
   // and the nodes left that start at different times (rmacc-sim, 32 x 8 GPUs at 256 MiB per
   // rank: 0.60 -> 0.93 of the bound). Negative: all at the start, as before. Entry signals
   // between node-mates stay at the start (CE, cheap, and the first round's forwards need them).
-  int entryLead = 2;
+  // Default 1 (was 2, RESULTS §18.3): once a signal no longer waits in the NIC behind data to
+  // other peers, a lead of 2 lets writers run ahead and the rounds drift (256 MiB at 32 x 8
+  // 0.63 of the bound, 0.99 with 1).
+  int entryLead = 1;
 };
 
 // Rounds per batch that `options` allows: roundsPerBatch capped at creditWindow(options) / 2,

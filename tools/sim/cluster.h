@@ -20,6 +20,12 @@ struct Cluster {
   double fabricGBps = 0;            // > 0: one shared core every network byte crosses (loopback)
   double netLatencyUs = 3;          // wire + NIC, first byte out to first byte in
   int nicQueues = 1;                // messages a NIC moves at once (FIFO beyond)
+  // A signal (a put of no bytes: entry signal, credit) to a peer that has nothing of this
+  // NIC's queued or on the wire does not wait in the FIFO behind data to other peers: an RDMA
+  // NIC serves one queue pair per peer and interleaves them at packet granularity, and a
+  // signal is one packet (RESULTS §18.3). false: every message waits its turn in one FIFO (the
+  // model before 2026-12-03: a credit then waited behind the relay's own next put, §7.6).
+  bool signalsBypassNicQueue = true;
 
   // Inside a node. ceGBps: what one GPU's copy engines push out (and take in) over NVLink;
   // ceConcurrent: copies a GPU runs at once (FIFO beyond); localCopyGBps: a copy within one

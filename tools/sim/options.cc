@@ -16,7 +16,7 @@ const char* kUsage =
     "usage: rmacc-sim [options]\n"
     "cluster:  --preset h200|h200-loopback|h200-host (first)  --nodes N  --gpus L  --nic GBPS\n"
     "          --cross-rail GBPS | --no-cross-rail-penalty  --fabric GBPS  --latency US\n"
-    "          --nic-queues K  --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
+    "          --nic-queues K  --signals-fifo  --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
     "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
     "          --ce-streams K\n"
@@ -145,6 +145,7 @@ SimOptions parseOptions(int argc, char** argv) {
     if (k == "--no-verify") o.verify = false;
     else if (k == "--json") o.json = true;
     else if (k == "--no-cross-rail-penalty") c.crossRailPenalised = false;
+    else if (k == "--signals-fifo") c.signalsBypassNicQueue = false;
     else {
       auto it = withValue.find(k);
       RMACC_ARG_CHECK(it != withValue.end(), "unknown option '%s' (see --help)", k.c_str());
