@@ -47,7 +47,7 @@ class Run {
     double doneAt = 0;
     OpRef last;                       // what finished last on this rank
     int64_t relayHeld = 0;
-    double proxyBusyUs = 0;           // proxy CPU spent on this rank's writes, out and in
+    double proxyBusyUs = 0;           // this rank's proxy CPU: writes it issued and took in
     std::unordered_map<int, int> nicQueued;  // messages to each peer in the NIC queue or on it
   };
   struct Counter {
