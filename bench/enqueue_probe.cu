@@ -113,7 +113,8 @@ void batchSizes(cudaStream_t s) {
   for (int k : {1, 7, 28, 112, 448, kCopies}) {
     std::vector<void*> d(k), sp(k);
     std::vector<size_t> n(k, kBytes);
-    for (int i = 0; i < k; ++i) d[i] = dst + (size_t)i * kBytes, sp[i] = src + (size_t)(i % kPeers) * kBytes;
+    for (int i = 0; i < k; ++i)
+      d[i] = dst + (size_t)i * kBytes, sp[i] = src + (size_t)(i % kPeers) * kBytes;
     cudaError_t err = cudaSuccess;
     const double us = timeHost({s}, [&] {
       err = cudaMemcpyBatchAsync(d.data(), sp.data(), n.data(), k, &attr, &attrIdx, 1, s);
@@ -125,6 +126,23 @@ void batchSizes(cudaStream_t s) {
     }
     printf("batch %d %.2f %.3f\n", k, us, us / k);
   }
+}
+
+// Starts t threads on the device, releases them at once, runs work(k) on thread k, joins them.
+void onThreads(int t, const std::function<void(int)>& work) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  for (int k = 0; k < t; ++k)
+    pool.emplace_back([&, k] {
+      CK(cudaSetDevice(0));
+      ++ready;
+      while (!go.load()) {}
+      work(k);
+    });
+  while (ready.load() < t) {}
+  go = true;
+  for (auto& th : pool) th.join();
 }
 
 void threads() {
@@ -140,36 +158,13 @@ void threads() {
     std::vector<cudaStream_t> mine(streams.begin(), streams.begin() + t);
     const double us = timeHost(mine, [&] {
       ++value;
-      std::atomic<int> ready{0};
-      std::atomic<bool> go{false};
-      std::vector<std::thread> pool;
-      for (int k = 0; k < t; ++k)
-        pool.emplace_back([&, k] {
-          CK(cudaSetDevice(0));
-          ++ready;
-          while (!go.load()) {}
-          const int first = kRounds * k / t, last = kRounds * (k + 1) / t;
-          enqueueRounds(mine[k], first, last - first, value);
-        });
-      while (ready.load() < t) {}
-      go = true;
-      for (auto& th : pool) th.join();
+      onThreads(t, [&](int k) {
+        const int first = kRounds * k / t, last = kRounds * (k + 1) / t;
+        enqueueRounds(mine[k], first, last - first, value);
+      });
     });
     // The thread start-up is in the figure; time it alone to take it out.
-    const double empty = timeHost({}, [&] {
-      std::vector<std::thread> pool;
-      std::atomic<int> ready{0};
-      std::atomic<bool> go{false};
-      for (int k = 0; k < t; ++k)
-        pool.emplace_back([&] {
-          CK(cudaSetDevice(0));
-          ++ready;
-          while (!go.load()) {}
-        });
-      while (ready.load() < t) {}
-      go = true;
-      for (auto& th : pool) th.join();
-    });
+    const double empty = timeHost({}, [&] { onThreads(t, [](int) {}); });
     printf("threads %d %.2f %.3f (thread start-up %.2f us subtracted)\n", t, us - empty,
            (us - empty) / kRounds, empty);
   }
@@ -218,15 +213,17 @@ void graph(cudaStream_t s) {
   cudaGraphNode_t prev = nullptr;
   for (int r = 0; r < kRounds; ++r) {
     CUDA_BATCH_MEM_OP_NODE_PARAMS wp = {ctx, 1, &ops[(size_t)r * (kPeers + 2) + kPeers + 1], 0};
-    CU(cuGraphAddBatchMemOpNode((CUgraphNode*)&waits[r], g, (CUgraphNode*)&prev, prev ? 1 : 0, &wp));
+    CU(cuGraphAddBatchMemOpNode((CUgraphNode*)&waits[r], g, (CUgraphNode*)&prev, prev ? 1 : 0,
+                                &wp));
     for (int i = 0; i < kPeers; ++i) {
       const int c = r * kPeers + i;
       CK(cudaGraphAddMemcpyNode1D(&copies[c], g, &waits[r], 1, dst + (size_t)c * kBytes,
                                   src + (size_t)i * kBytes, kBytes, cudaMemcpyDefault));
     }
-    CUDA_BATCH_MEM_OP_NODE_PARAMS xp = {ctx, (unsigned)kPeers + 1, &ops[(size_t)r * (kPeers + 2)], 0};
-    CU(cuGraphAddBatchMemOpNode((CUgraphNode*)&writes[r], g, (CUgraphNode*)&copies[(size_t)r * kPeers],
-                                kPeers, &xp));
+    CUDA_BATCH_MEM_OP_NODE_PARAMS xp = {ctx, (unsigned)kPeers + 1, &ops[(size_t)r * (kPeers + 2)],
+                                        0};
+    CU(cuGraphAddBatchMemOpNode((CUgraphNode*)&writes[r], g,
+                                (CUgraphNode*)&copies[(size_t)r * kPeers], kPeers, &xp));
     prev = writes[r];
   }
   cudaGraphExec_t exec;
