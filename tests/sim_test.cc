@@ -211,7 +211,8 @@ TEST(SimModel, GatheredPutPaysOneProxyOpPerWrite) {
 }
 
 // The real planner on 2 nodes x 1 GPU: entry signal (latency 5), the put of half the bytes at
-// 1 GB/s, its landing (latency 5); the self copy runs beside it.
+// 1 GB/s, its landing (latency 5); the self copy runs beside it. The traffic's bound is that
+// put's wire time alone.
 TEST(SimModel, RealPlanOnOneLinkPerDirection) {
   Traffic t;
   t.bytesPerRank = 2 << 20;
@@ -220,6 +221,7 @@ TEST(SimModel, RealPlanOnOneLinkPerDirection) {
   plan::Plan p = buildSchedule(Schedule::kRmacc, Topology::blocks(2, 1), bytes, {}, true);
   Result r = simulate(p, c);
   EXPECT_NEAR(r.timeUs, 5 + (1 << 20) / 1000.0 + 5, 1e-6);
+  EXPECT_NEAR(r.nodeBoundUs, (1 << 20) / 1000.0, 1e-6);
   EXPECT_NEAR(r.critical.networkUs + r.critical.streamUs + r.critical.hostUs +
                   r.critical.copyUs, r.timeUs, 1e-6);
 }
@@ -417,6 +419,7 @@ TEST_P(SimClusterSizes, SmallUniformCall) {
     Result r = simulate(buildSchedule(s, topo, bytes, {}, c.nodes <= 16), c);
     EXPECT_GT(r.timeUs, c.netLatencyUs) << scheduleName(s);
     EXPECT_LE(r.algbw, boundAlgbw(c) * 1.0001) << scheduleName(s);
+    EXPECT_GE(r.timeUs, r.nodeBoundUs * 0.9999) << scheduleName(s);
   }
 }
 

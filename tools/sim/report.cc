@@ -17,6 +17,9 @@ void printReport(FILE* out, const SimOptions& o, const RunInfo& info, const Resu
   if (c.nodes > 1) {
     const double b = boundAlgbw(c);
     fprintf(out, "bound N/(N-1) x NIC = %.2f GB/s algbw: %.2f of it\n", b, r.algbw / b);
+    fprintf(out, "this traffic's bound (busiest node's bytes in or out over its %d NICs): "
+            "%.1f us, %.2f of it\n", c.gpusPerNode, r.nodeBoundUs,
+            r.timeUs > 0 ? r.nodeBoundUs / r.timeUs : 0.0);
   }
   fprintf(out, "host: enqueueing done at %.1f us; %s\n", r.hostUs,
           r.hostBound ? "HOST-BOUND: the host is more than half the critical path"
@@ -51,12 +54,13 @@ void printJson(FILE* out, const SimOptions& o, const RunInfo& info, const Result
           "\"bytes_per_rank\":%.0f,\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,"
           "\"bound_algbw\":%.4f,\"host_us\":%.3f,\"host_bound\":%s,\"relay_high_water\":%llu,"
           "\"cp_host_us\":%.3f,\"cp_copy_us\":%.3f,\"cp_network_us\":%.3f,\"cp_stream_us\":%.3f,"
-          "\"proxy_busy_us\":%.3f,\"ops\":%zu,\"plan_ms\":%.1f}\n",
+          "\"proxy_busy_us\":%.3f,\"node_bound_us\":%.3f,\"ops\":%zu,\"plan_ms\":%.1f}\n",
           scheduleName(info.schedule), c.nodes, c.gpusPerNode, c.nicGBps,
           kinds[(int)o.traffic.kind], r.meanBytesPerRank, r.timeUs, r.algbw, r.busbw,
           boundAlgbw(c), r.hostUs, r.hostBound ? "true" : "false",
           (unsigned long long)r.relayHighWater, r.critical.hostUs, r.critical.copyUs,
-          r.critical.networkUs, r.critical.streamUs, r.proxyBusyMaxUs, info.ops, info.planMs);
+          r.critical.networkUs, r.critical.streamUs, r.proxyBusyMaxUs, r.nodeBoundUs, info.ops,
+          info.planMs);
 }
 
 }  // namespace rmacc::sim

@@ -501,6 +501,17 @@ Result Run::go() {
   }
   double total = 0;
   for (uint64_t b : plan_.bytes) total += (double)b;
+  std::vector<double> out(c_.nodes, 0), in(c_.nodes, 0);
+  for (int s = 0; s < n_; ++s)
+    for (int d = 0; d < n_; ++d)
+      if (s / c_.gpusPerNode != d / c_.gpusPerNode) {
+        const double b = (double)plan_.bytes[(size_t)s * n_ + d];
+        out[s / c_.gpusPerNode] += b;
+        in[d / c_.gpusPerNode] += b;
+      }
+  for (int k = 0; k < c_.nodes; ++k)
+    res.nodeBoundUs = std::max(res.nodeBoundUs, std::max(out[k], in[k]) /
+                                                    (c_.gpusPerNode * c_.nicGBps * 1e3));
   res.meanBytesPerRank = total / n_;
   res.algbw = res.timeUs > 0 ? res.meanBytesPerRank / res.timeUs / 1e3 : 0;
   res.busbw = res.algbw * (n_ - 1) / n_;

@@ -42,6 +42,9 @@ struct Result {
   bool hostBound = false;       // the host is more than half of the critical path
   double proxyBusyMaxUs = 0;    // the busiest proxy's CPU time (writes it issued and took in):
                                 // no schedule of these puts finishes sooner
+  // The traffic's own bound, any schedule: the bytes that leave or enter the busiest node,
+  // over all of its NICs at once (for uniform traffic, N/(N-1) x NIC as algbw).
+  double nodeBoundUs = 0;
   CriticalPath critical;
   std::vector<Utilisation> utilisation;
   std::vector<std::string> links;  // every resource's utilisation, when there are few
