@@ -11,18 +11,18 @@ std::string Cluster::describe() const {
   snprintf(text, sizeof text,
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
            "latency %.1f us, %d NIC queue(s), signals %s; CE %.0f GB/s x %d copies, local "
-           "copy %.0f GB/s, PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us (+%.2f), event "
-           "%.1f us, proxy op %.1f us, iov limit %d, signal latency %.1f us, %d CE stream(s); "
-           "host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op + copy call "
-           "%.2f (+%.2f) + memop call %.2f (+%.2f) us",
+           "copy %.0f GB/s, PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us "
+           "(+%.2f), event %.1f us, proxy op %.1f us, iov limit %d, signal latency %.1f us, "
+           "%d CE stream(s); host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op "
+           "+ copy call %.2f (+%.2f) + memop call %.2f (+%.2f) us",
            nodes, gpusPerNode, nicGBps, crossRailPenalised ? "penalised" : "free", crossRailGBps,
            fabricGBps > 0 ? (std::to_string(fabricGBps) + " GB/s").c_str() : "unlimited",
            netLatencyUs, nicQueues,
-           signalsBypassNicQueue ? "pass data to other peers" : "in the FIFO", ceGBps, ceConcurrent, localCopyGBps, pcieGBps, ceOpUs,
-           ceBatchItemUs, memopUs, memopBatchItemUs, eventUs, proxyOpUs, iovLimit,
-           signalLatencyUs, ceStreams, hostFixedUs, exchangeUsPerNode, planUsPerOp,
-           enqueueUsPerOp, enqueueCopyCallUs, enqueueCopyItemUs, enqueueMemopCallUs,
-           enqueueMemopItemUs);
+           signalsBypassNicQueue ? "pass data to other peers" : "in the FIFO", ceGBps,
+           ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,
+           memopBatchItemUs, eventUs, proxyOpUs, iovLimit, signalLatencyUs, ceStreams,
+           hostFixedUs, exchangeUsPerNode, planUsPerOp, enqueueUsPerOp, enqueueCopyCallUs,
+           enqueueCopyItemUs, enqueueMemopCallUs, enqueueMemopItemUs);
   return text;
 }
 
@@ -77,7 +77,7 @@ Cluster preset(const std::string& name) {
     // rank per other node at 8 ranks a node, 4-7 us of CPU each here (RESULTS §9.1-9.2): 2.5 us
     // per node; its fixed part (five node gathers) and the call's setup 20 us. Planning
     // (planUsPerOp) stays 0: a cache hit; set it for counts that change every call (0.075 us
-    // per op of the rank's plan at 1,024 ranks, RESULTS §9.1: 0.19-0.22 ms for 2,695 ops).
+    // per op of the rank's plan at 1,024 ranks: 0.078 ms for 1,933 ops, RESULTS §18.1).
     c.enqueueUsPerOp = 0;
     c.enqueueCopyCallUs = 1.2;
     c.enqueueCopyItemUs = 0.40;
@@ -86,8 +86,8 @@ Cluster preset(const std::string& name) {
     c.exchangeUsPerNode = 2.5;
     return c;
   }
-  RMACC_THROW(rmaccInvalidArgument, "unknown cluster preset '%s' (h200, h200-loopback, h200-host)",
-              name.c_str());
+  RMACC_THROW(rmaccInvalidArgument,
+              "unknown cluster preset '%s' (h200, h200-loopback, h200-host)", name.c_str());
 }
 
 }  // namespace rmacc::sim

@@ -14,9 +14,10 @@ namespace {
 
 const char* kUsage =
     "usage: rmacc-sim [options]\n"
-    "cluster:  --preset h200|h200-loopback|h200-host (first)  --nodes N  --gpus L  --nic GBPS\n"
-    "          --cross-rail GBPS | --no-cross-rail-penalty  --fabric GBPS  --latency US\n"
-    "          --nic-queues K  --signals-fifo  --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
+    "cluster:  --preset h200|h200-loopback|h200-host (first)  --nodes N  --gpus L\n"
+    "          --nic GBPS  --cross-rail GBPS | --no-cross-rail-penalty  --fabric GBPS\n"
+    "          --latency US  --nic-queues K  --signals-fifo\n"
+    "          --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
     "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
     "          --ce-streams K\n"

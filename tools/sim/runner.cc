@@ -71,6 +71,7 @@ class Run {
   void startProxyCall(int r, int g);
   void sendPut(int r, int i);
   int writesOf(int r, const Op& op) const;
+  double proxyWork(int at, int r, int i);
   void deliver(int to, int from, int ctx, int sig, OpRef by);
   void landRelay(int r, int64_t bytes);
   void checkDone(int r);
@@ -373,13 +374,19 @@ int Run::writesOf(int r, const Op& op) const {
   return (runs + c_.iovLimit - 1) / c_.iovLimit;
 }
 
+// The CPU time the proxy of rank `at` spends on put i of rank r (issuing or taking in its
+// writes), counted in that proxy's busy time.
+double Run::proxyWork(int at, int r, int i) {
+  const double us = c_.proxyOpUs * writesOf(r, plan_.ranks[r].ops[i]);
+  ranks_[at].proxyBusyUs += us;
+  return us;
+}
+
 // A posted proxy put: the proxy issues its writes, the NIC moves it, the target's proxy takes
 // each write's completion and applies the signal.
 void Run::sendPut(int r, int i) {
   machine_.proxy(r).submit([this, r, i](std::function<void()> releaseProxy) {
-    const int writes = writesOf(r, plan_.ranks[r].ops[i]);
-    ranks_[r].proxyBusyUs += c_.proxyOpUs * writes;
-    fluid_.at(fluid_.now() + c_.proxyOpUs * writes, [this, r, i, releaseProxy] {
+    fluid_.at(fluid_.now() + proxyWork(r, r, i), [this, r, i, releaseProxy] {
       releaseProxy();
       const Op& op = plan_.ranks[r].ops[i];
       auto wire = [this, r, i, peer = op.peer](std::function<void()> releaseNic) {
@@ -392,9 +399,8 @@ void Run::sendPut(int r, int i) {
             const Op& op = plan_.ranks[r].ops[i];
             if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
             machine_.proxy(op.peer).submit([this, r, i](std::function<void()> release) {
-              const int writes = writesOf(r, plan_.ranks[r].ops[i]);
-              ranks_[plan_.ranks[r].ops[i].peer].proxyBusyUs += c_.proxyOpUs * writes;
-              fluid_.at(fluid_.now() + c_.proxyOpUs * writes, [this, r, i, release] {
+              fluid_.at(fluid_.now() + proxyWork(plan_.ranks[r].ops[i].peer, r, i),
+                        [this, r, i, release] {
                 release();
                 const Op& op = plan_.ranks[r].ops[i];
                 if (op.dst.region == Region::kRelay) landRelay(op.peer, (int64_t)op.bytes);
