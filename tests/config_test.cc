@@ -63,7 +63,7 @@ const Knob kKnobs[] = {
     Knob{"RMACC_BOOTSTRAP_ADDR", "10.0.0.1", [](const Config& c) { return c.bootstrapAddr == "10.0.0.1"; }, nullptr},
     Knob{"RMACC_MAX_CALLS_IN_FLIGHT", "64", [](const Config& c) { return c.maxCallsInFlight == 64; }, "0"},
     Knob{"RMACC_RELAY_SLOTS", "8", [](const Config& c) { return c.relaySlots == 8; }, "1"},
-    Knob{"RMACC_CREDIT_WINDOW", "0", [](const Config& c) { return c.creditWindow == 0; }, "-1"},
+    Knob{"RMACC_CREDIT_WINDOW", "2", [](const Config& c) { return c.creditWindow == 2; }, "-1"},
     Knob{"RMACC_ENTRY_SYNC", "barrier", [](const Config& c) { return c.entrySync == EntrySync::kBarrier; }, "none"},
     Knob{"RMACC_MAX_PUT_BYTES", "1M", [](const Config& c) { return c.maxPutBytes == (1u << 20); }, "12"},
     Knob{"RMACC_DUMP_PLAN", "1", [](const Config& c) { return c.dumpPlan; }, "2"},

@@ -378,6 +378,33 @@ TEST(Planner, CreditsDoNotHoldUpTheBatchsPuts) {
   expectGood({p});
 }
 
+// A writer's credit wait gates only its next put into that relay, so it sits on the proxy-put
+// lane right before the put. On the proxy-wait lane it sat among the rank's relay-data waits
+// (its own forwards'): a put then left only once the rank's incoming chunk of the previous
+// round had landed, and a late credit held up the rank's forwards (rmacc-sim, RESULTS §19).
+TEST(Planner, CreditWaitsSitOnTheProxyPutLaneBeforeTheirPut) {
+  const Topology topo = Topology::blocks(6, 2);
+  const auto b = counts(12, [](int s, int d) { return s == d ? 0 : (uint64_t)(8 + s % 3); });
+  Options o = opts(8, 2);
+  const Plan p = planOf(topo, b, o);
+  int waits = 0;
+  for (int r = 0; r < 12; ++r) {
+    const auto& ops = p.ranks[r].ops;
+    for (int i : find(p, r, [](const Op& op) { return isWait(op, kPlanCtxCredit); })) {
+      ++waits;
+      EXPECT_EQ(ops[i].lane, Lane::kProxyPut) << "r" << r << " op " << i;
+      int next = i + 1;
+      while (next < (int)ops.size() && ops[next].lane != Lane::kProxyPut) ++next;
+      ASSERT_LT(next, (int)ops.size());
+      EXPECT_TRUE(isData(ops[next]) && ops[next].dst.region == Region::kRelay &&
+                  ops[next].peer == ops[i].peer)
+          << "r" << r << ": the op after credit wait " << i << " is not its relay put";
+    }
+  }
+  EXPECT_GT(waits, 0);
+  expectGood({p, planOf(topo, b, o, p.after)});
+}
+
 // Pacing (Options::creditWindow): with a window W below the slot count S, the writer of relay
 // step t >= W waits for a credit that the relay sends after forwarding step t-W (and step t-S,
 // when that is in this call), so a relay never holds more than W steps that it has not
@@ -548,6 +575,14 @@ TEST(VerifierRejects, MissingCreditWait) {
   ASSERT_EQ(w.size(), 1u);
   eraseOp(p, 0, w[0]);
   expectCaught({p}, "overwrites r2's unforwarded relay bytes");
+}
+
+TEST(VerifierRejects, CreditWaitOffTheProxyPutLane) {
+  Plan p = tinyRelayPlan();
+  auto w = find(p, 0, [](const Op& op) { return isWait(op, kPlanCtxCredit); });
+  ASSERT_EQ(w.size(), 1u);
+  p.ranks[0].ops[w[0]].lane = Lane::kProxyWait;
+  expectCaught({p}, "belongs on the proxyPut lane");
 }
 
 TEST(VerifierRejects, MissingEntryWait) {

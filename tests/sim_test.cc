@@ -55,6 +55,29 @@ TEST(SimFluid, PathTakesItsNarrowestLink) {
   EXPECT_DOUBLE_EQ(done, 100);
 }
 
+// Flow A crosses a narrow link (1 byte/µs, shared with C) and a wide one (10, shared with B).
+// Bottleneck sharing gives B half the wide link (5), though A can use only 0.5 of its half;
+// max-min hands B what A leaves: 9.5, so B's 95 bytes take 10 µs instead of 19.
+double heldBackNeighbour(Fluid::Sharing sharing) {
+  Fluid f;
+  f.setSharing(sharing);
+  int narrow = f.addResource("narrow", "a", 1), wide = f.addResource("wide", "b", 10);
+  double b = -1, a = -1, c = -1;
+  f.transfer(1000, {narrow, wide}, [&] { a = f.now(); });
+  f.transfer(1000, {narrow}, [&] { c = f.now(); });
+  f.transfer(95, {wide}, [&] { b = f.now(); });
+  f.run();
+  EXPECT_DOUBLE_EQ(a, 2000);
+  EXPECT_DOUBLE_EQ(c, 2000);
+  EXPECT_DOUBLE_EQ(f.resources()[wide].carried, 1095);
+  return b;
+}
+
+TEST(SimFluid, MaxMinHandsOnWhatAHeldBackFlowLeaves) {
+  EXPECT_DOUBLE_EQ(heldBackNeighbour(Fluid::Sharing::kBottleneck), 19);
+  EXPECT_DOUBLE_EQ(heldBackNeighbour(Fluid::Sharing::kMaxMin), 10);
+}
+
 TEST(SimFluid, RefusesAZeroCapacity) {
   Fluid f;
   EXPECT_THROW(f.addResource("x", "x", 0), std::exception);
@@ -244,30 +267,65 @@ TEST(SimModel, CrossRailPenaltySlowsOnlyTheDirectSchedule) {
   EXPECT_NEAR(time(Schedule::kPxn, true), time(Schedule::kPxn, false), 1e-6);
 }
 
-// Pacing (plan::Options::creditWindow, RESULTS §7.3): on 16 nodes, with one relay chunk per
-// node round, rounds drift apart when nothing holds the nodes together, and relays receive
-// several rounds at once; a window of 2 relay steps keeps them in step. The model's figures:
-// 0.60 of the bound without (window = slots = 4), 0.84 with, on 16 x 2 GPUs at 64 MiB per rank.
-TEST(SimModel, CreditWindowKeepsNodesInStep) {
+// Pacing (plan::Options::creditWindow, RESULTS §7.3, §19). With a NIC that moves one message
+// at a time (the model before §19), rounds drift apart when nothing holds the nodes together
+// and relays receive several rounds at once; a window of 2 relay steps kept them in step: 0.60
+// of the bound without (window = slots = 4), 0.84 with, on 16 x 2 GPUs at 64 MiB per rank.
+// With a queue per peer, sharing the NIC max-min (what the proxy gets, Cluster), the two
+// chunks a window of 2 lets in flight share the writer's NIC and both land late, so the credit
+// loop stalls: on 64 x 2 the unpaced plan, now the default, reaches 0.90 of the bound, the
+// paced one 0.83.
+double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: the defaults
   Cluster c = preset("h200");
-  c.nodes = 16;
+  c.nodes = nodes;
   c.gpusPerNode = 2;
   c.hostFixedUs = 0;
   c.enqueueUsPerOp = 0;  // host pacing would hide the drift
+  c.nicQueuePerPeer = c.maxMinSharing = perPeerNic;
   Traffic t;
   t.bytesPerRank = 64ull << 20;
   const auto bytes = makeTraffic(t, c.nodes, c.gpusPerNode);
   const Topology topo = Topology::blocks(c.nodes, c.gpusPerNode);
-  auto fraction = [&](int window) {  // -1: the default options
-    plan::Options o;
-    if (window >= 0) o.creditWindow = window;
-    return simulate(buildSchedule(Schedule::kRmacc, topo, bytes, o, false), c).algbw /
-           boundAlgbw(c);
-  };
-  const double unpaced = fraction(0), paced = fraction(2);
-  EXPECT_LT(unpaced, 0.7);
-  EXPECT_GT(paced, 0.8);
-  EXPECT_NEAR(fraction(-1), paced, 1e-9) << "the default is the paced plan";
+  plan::Options o;
+  if (window >= 0) o.creditWindow = window;
+  return simulate(buildSchedule(Schedule::kRmacc, topo, bytes, o, false), c).algbw /
+         boundAlgbw(c);
+}
+
+TEST(SimModel, CreditWindowKeepsNodesInStepOnAFifoNic) {
+  EXPECT_LT(pacedFraction(false, 0, 16), 0.7);
+  EXPECT_GT(pacedFraction(false, 2, 16), 0.8);
+}
+
+TEST(SimModel, CreditWindowStallsWhenTheNicServesEveryPeer) {
+  const double unpaced = pacedFraction(true, 0, 64), paced = pacedFraction(true, 2, 64);
+  EXPECT_GT(unpaced, paced + 0.05);
+  EXPECT_NEAR(pacedFraction(true, -1, 64), unpaced, 1e-9) << "the default is the unpaced plan";
+}
+
+// A NIC with a queue per peer (the default) keeps sending to r2 while r1, which r3 also writes
+// to, takes r0's message at half rate: every message lands at 20 + 5 µs. A NIC moving one
+// message at a time sends r0's second message only after the first (20 µs, shared), then
+// alone: 30 + 5.
+double twoPeersOneBusy(bool perPeer) {
+  const int kColl = plan::kPlanCtxColl;
+  plan::Plan p;
+  p.topo = Topology::blocks(4, 1);
+  p.bytes.assign(16, 0);
+  p.ranks.resize(4);
+  for (int to : {1, 2})
+    p.ranks[0].ops.push_back(op(OpKind::kPut, Lane::kProxyPut, to, 10000, kColl, plan::kSigData,
+                                0, {}, Region::kSend, Region::kRecv));
+  p.ranks[3].ops.push_back(op(OpKind::kPut, Lane::kProxyPut, 1, 10000, kColl, plan::kSigData, 0,
+                              {}, Region::kSend, Region::kRecv));
+  Cluster c = bare(4, 1);
+  c.nicQueuePerPeer = c.maxMinSharing = perPeer;
+  return simulate(p, c).timeUs;
+}
+
+TEST(SimModel, NicWithAQueuePerPeerServesOthersBesideASlowReceiver) {
+  EXPECT_DOUBLE_EQ(twoPeersOneBusy(true), 25);
+  EXPECT_DOUBLE_EQ(twoPeersOneBusy(false), 35);
 }
 
 TEST(SimModel, HostBoundWhenEnqueueingIsSlow) {
@@ -283,12 +341,13 @@ TEST(SimModel, HostBoundWhenEnqueueingIsSlow) {
   EXPECT_TRUE(simulate(p, c).hostBound);
 }
 
-// A signal does not wait in the NIC's FIFO behind data to another peer (Cluster::
+// On a NIC that moves one message at a time, a signal does not wait in its FIFO behind data to
+// another peer (Cluster::
 // signalsBypassNicQueue), but it does behind data to its own peer. r0 puts 10,000 bytes (10 µs
 // at 1 GB/s, latency 5) to r1, then a signal to `signalPeer`, which answers with 10,000 bytes
 // to r0 once it has the signal: to r2 the signal lands at 5 µs and the answer at 20 (30 when
 // signals share the FIFO); to r1 it follows the data (lands at 15), answer at 30 either way.
-double signalBehindData(int signalPeer, bool bypass) {
+double signalBehindData(int signalPeer, bool bypass, bool perPeer = false) {
   const int kColl = plan::kPlanCtxColl, kCredit = plan::kPlanCtxCredit;
   plan::Plan p;
   p.topo = Topology::blocks(3, 1);
@@ -304,6 +363,7 @@ double signalBehindData(int signalPeer, bool bypass) {
                  {(int)a.size() - 1}, Region::kSend, Region::kRecv));
   Cluster c = bare(3, 1);
   c.signalsBypassNicQueue = bypass;
+  c.nicQueuePerPeer = c.maxMinSharing = perPeer;
   return simulate(p, c).timeUs;
 }
 
@@ -312,6 +372,11 @@ TEST(SimModel, SignalPassesDataToAnotherPeerNotToItsOwn) {
   EXPECT_DOUBLE_EQ(signalBehindData(2, false), 30);
   EXPECT_DOUBLE_EQ(signalBehindData(1, true), 30);
   EXPECT_DOUBLE_EQ(signalBehindData(1, false), 30);
+  // A queue per peer: the signal waits only behind its own peer's queue, whatever the flag.
+  for (bool bypass : {true, false}) {
+    EXPECT_DOUBLE_EQ(signalBehindData(2, bypass, true), 20);
+    EXPECT_DOUBLE_EQ(signalBehindData(1, bypass, true), 30);
+  }
 }
 
 // The host pays per backend call (preset "h200-host"): rank 0's three CE puts to one peer are

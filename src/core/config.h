@@ -72,7 +72,7 @@ enum class ParamVisibility { kPublic, kInternal };
     "waits on the host until one finishes")                                                       \
   X(int, relaySlots, 4, "RMACC_RELAY_SLOTS", IntParam<2 COMMA 1024>, kInternal, "`4`",            \
     "slots the relay memory is split into (≥ 2); round k uses slot k mod S")                      \
-  X(int, creditWindow, 2, "RMACC_CREDIT_WINDOW", IntParam<0 COMMA 1024>, kInternal, "`2`",        \
+  X(int, creditWindow, 0, "RMACC_CREDIT_WINDOW", IntParam<0 COMMA 1024>, kInternal, "`0`",        \
     "relay steps a writer may run ahead of its relay's forwards (pacing; `0`: the slot count)")   \
   X(EntrySync, entrySync, EntrySync::kSignals, "RMACC_ENTRY_SYNC", EnumParam<EntrySync>,          \
     kInternal, "`signals`",                                                                       \

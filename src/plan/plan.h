@@ -43,7 +43,8 @@ enum class OpKind : uint8_t {
           // rank of the same node; kProxyPut lane: the proxy, to a rank of another node.
   kCopy,  // move `bytes` from src to dst, both on this rank (the block a rank sends itself)
   kWait,  // wait until `count` more signals (ctx, sigIdx) from `peer` have arrived than the
-          // waits before it on this rank consumed; kCeWait for local peers, kProxyWait remote
+          // waits before it on this rank consumed; kCeWait for local peers, kProxyWait remote,
+          // but a writer's wait for a relay credit on kProxyPut, before the put it gates
 };
 
 // One source of a gathering put: `bytes` from `src`.
@@ -100,14 +101,17 @@ struct Options {
   // up to this many per position; 0: slots / 2, the most that keeps a slot's reuse two positions
   // after its previous step (planner.cc); 1: one round per position. Larger values are capped.
   int roundsPerBatch = 0;
-  // Pacing (RESULTS §7.3): a relay writer puts its relay step t only after the relay has
+  // Pacing (RESULTS §7.3, §19): a relay writer puts its relay step t only after the relay has
   // forwarded step t - creditWindow (a credit, as for slot reuse, which is the case
   // creditWindow = slots). A smaller window keeps a relay from receiving more than that many
-  // steps (node rounds, when they take one chunk) at once, so nodes that run ahead wait for the
-  // slowest relay instead of crowding it. 0: slots (no pacing beyond slot reuse); else capped
-  // at slots, at least 2. It also caps roundsPerBatch at window / 2 (planner.cc). Default 2:
-  // in rmacc-sim, uniform 256 MiB per rank on 16 x 8 GPUs 0.59 -> 0.88 of the bound.
-  int creditWindow = 2;
+  // steps (node rounds, when they take one chunk) at once. 0: slots (no pacing beyond slot
+  // reuse); else capped at slots, at least 2. It also caps roundsPerBatch at window / 2
+  // (planner.cc). Default 0: a window of 2 helped only while rmacc-sim's NIC moved one message
+  // at a time (uniform 256 MiB on 16 x 8 GPUs 0.59 -> 0.88 of the bound, §7.3); with a queue
+  // per peer, as the proxy posts every released put, the two chunks in flight share the
+  // writer's NIC, both land late and the credit loop stalls (128 x 8 at 256 MiB: 0.70 with 2,
+  // 0.85 with 4 = slots).
+  int creditWindow = 0;
   // Smaller chunks for large rounds (RESULTS §7.2 proposal 2). A relay forwards a chunk only once
   // all of it has landed, so a writer's round payload that fits one slot is one chunk, and the
   // wire and the forwards of that round take turns. Cutting each payload into at least this many

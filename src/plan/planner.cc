@@ -227,7 +227,7 @@ void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   // pacing it waits for step t-W's (W <= S), which also says step t-S is forwarded.
   int credit = -1;
   if (t >= (uint64_t)creditWindow(opt_)) {
-    credit = add(w, waitOp(Lane::kProxyWait, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
+    credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
   }
   // The chunk goes in one put (a gather of its blocks' segments) per maxPutBytes, each with
   // one signal: the relay waits for the pieces, not for every block of them.

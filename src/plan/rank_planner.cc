@@ -227,7 +227,7 @@ void RankPlanner::addWriterChunks(int k) {
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
     int credit = -1;
     if (t >= (uint64_t)creditWindow(opt_))
-      credit = add(waitOp(Lane::kProxyWait, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
+      credit = add(waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
     forEachPiece(hi - lo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
       add(putOp(Lane::kProxyPut, relay, {}, {Region::kRelay, -1, slotOff + off}, len,
                 kPlanCtxColl, kSigRelay, {}),

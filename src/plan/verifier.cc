@@ -264,7 +264,7 @@ void Engine::execute(int r, int lane) {
     if (op.kind == OpKind::kPut) {
       const uint32_t c = counterOf(r, i);
       arrived_[c]++;
-      for (int l : {(int)Lane::kCeWait, (int)Lane::kProxyWait})
+      for (int l = 0; l < kNumLanes; ++l)  // credit waits sit on the proxy-put lane
         if (st_[op.peer].lanes[l].blockedCounter == c) markDirty(op.peer, l);
     }
   }

@@ -110,8 +110,12 @@ void checkOp(const Plan& plan, int call, int r, int i) {
   if (!op.gather.empty()) checkGather(op, what);
   const bool local = t.sameNode(r, op.peer);
   const bool isPut = op.kind == OpKind::kPut;
+  // A writer's wait for a relay's credit gates nothing but its next put there, so it sits on
+  // the proxy-put lane, right before that put (plan_build.h kPhaseCreditWait).
+  const bool credit = !isPut && op.ctx == kPlanCtxCredit;
   const Lane want = isPut ? (local ? Lane::kCePut : Lane::kProxyPut)
-                          : (local ? Lane::kCeWait : Lane::kProxyWait);
+                          : local ? Lane::kCeWait
+                          : credit ? Lane::kProxyPut : Lane::kProxyWait;
   if (op.lane != want) {
     fail("%s: a %s %s r%d belongs on the %s lane", what().c_str(), isPut ? "put to" : "wait on",
          local ? "local" : "remote", op.peer, laneName(want));

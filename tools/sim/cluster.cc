@@ -10,14 +10,16 @@ std::string Cluster::describe() const {
   char text[1024];
   snprintf(text, sizeof text,
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
-           "latency %.1f us, %d NIC queue(s), signals %s; CE %.0f GB/s x %d copies, local "
+           "latency %.1f us, %s, %s sharing, signals %s; CE %.0f GB/s x %d copies, local "
            "copy %.0f GB/s, PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us "
            "(+%.2f), event %.1f us, proxy op %.1f us, iov limit %d, signal latency %.1f us, "
            "%d CE stream(s); host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op "
            "+ copy call %.2f (+%.2f) + memop call %.2f (+%.2f) us",
            nodes, gpusPerNode, nicGBps, crossRailPenalised ? "penalised" : "free", crossRailGBps,
            fabricGBps > 0 ? (std::to_string(fabricGBps) + " GB/s").c_str() : "unlimited",
-           netLatencyUs, nicQueues,
+           netLatencyUs,
+           nicQueuePerPeer ? "a NIC queue per peer" : (std::to_string(nicQueues) + " NIC queue(s)").c_str(),
+           maxMinSharing ? "max-min" : "bottleneck",
            signalsBypassNicQueue ? "pass data to other peers" : "in the FIFO", ceGBps,
            ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,
            memopBatchItemUs, eventUs, proxyOpUs, iovLimit, signalLatencyUs, ceStreams,

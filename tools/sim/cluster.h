@@ -19,7 +19,17 @@ struct Cluster {
   double crossRailGBps = 22.7;      // 50 * 20/44
   double fabricGBps = 0;            // > 0: one shared core every network byte crosses (loopback)
   double netLatencyUs = 3;          // wire + NIC, first byte out to first byte in
-  int nicQueues = 1;                // messages a NIC moves at once (FIFO beyond)
+  // A NIC keeps a queue pair per peer: messages to one peer go one at a time, in order; those to
+  // different peers move at once and share the NIC. That is what rmacc's proxy gets: it posts
+  // every released put (up to 1,024 outstanding, src/net/proxy_impl.h) and an RDMA NIC serves
+  // its queue pairs in turn (tcp: a socket per peer). false: at most nicQueues messages at
+  // once, FIFO beyond (a proxy that holds writes back; the model before RESULTS §19).
+  bool nicQueuePerPeer = true;
+  int nicQueues = 1;
+  // Transfers share resources max-min fairly (Fluid::Sharing::kMaxMin), so the messages of a NIC
+  // held back by their receivers leave the NIC to the others. false: each flow takes the smallest
+  // fair share on its path (Fluid::Sharing::kBottleneck, the model before RESULTS §19).
+  bool maxMinSharing = true;
   // A signal (a put of no bytes: entry signal, credit) to a peer that has nothing of this
   // NIC's queued or on the wire does not wait in the FIFO behind data to other peers: an RDMA
   // NIC serves one queue pair per peer and interleaves them at packet granularity, and a

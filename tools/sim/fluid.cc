@@ -52,6 +52,10 @@ void Fluid::rerate(int id) {
 
 // Re-rates every active flow that shares a resource with `path` (each once).
 void Fluid::touch(const std::vector<int>& path, int except) {
+  if (sharing_ == Sharing::kMaxMin) {
+    fill(path);
+    return;
+  }
   std::vector<int> seen;
   for (int r : path) {
     for (int g : res_[r].flows) {
@@ -60,6 +64,59 @@ void Fluid::touch(const std::vector<int>& path, int except) {
       rerate(g);
     }
   }
+}
+
+// Max-min rates for the flows on `path`'s resources, by progressive filling: every resource
+// they cross offers what its other flows (held at their rates) leave; the resource with the
+// lowest level (what it has left over its flows still open) fixes its open flows at that level,
+// which takes it from every resource they cross; repeat. Levels only rise as flows are fixed
+// (a fixed flow takes no more than the level it leaves behind), so a heap with stale entries
+// skipped finds the next lowest.
+void Fluid::fill(const std::vector<int>& path) {
+  ++stamp_;
+  scratch_.resize(res_.size());
+  flowStamp_.resize(flows_.size(), 0);
+  std::vector<int> group, touched;
+  for (int r : path)
+    for (int g : res_[r].flows)
+      if (flowStamp_[g] != stamp_) {
+        flowStamp_[g] = stamp_;
+        group.push_back(g);
+      }
+  for (int g : group) {
+    advance(flows_[g]);
+    for (int r : flows_[g].path) {
+      Scratch& s = scratch_[r];
+      if (s.stamp != stamp_) {
+        s = {res_[r].capacity, 0, stamp_};
+        for (int h : res_[r].flows)
+          if (flowStamp_[h] != stamp_) s.left -= flows_[h].rate;
+        touched.push_back(r);
+      }
+      ++s.open;
+    }
+  }
+  using Level = std::pair<double, int>;
+  std::priority_queue<Level, std::vector<Level>, std::greater<Level>> heap;
+  auto level = [&](int r) { return std::max(0.0, scratch_[r].left) / scratch_[r].open; };
+  for (int r : touched) heap.push({level(r), r});
+  const uint64_t open = stamp_, fixed = ++stamp_;  // a group flow's stamp: open, then fixed
+  while (!heap.empty()) {
+    const auto [lvl, r] = heap.top();
+    heap.pop();
+    if (scratch_[r].open == 0 || lvl != level(r)) continue;  // done, or a stale entry
+    for (int g : res_[r].flows) {
+      if (flowStamp_[g] != open) continue;
+      flowStamp_[g] = fixed;
+      Flow& f = flows_[g];
+      f.rate = lvl;
+      for (int q : f.path) {
+        scratch_[q].left -= lvl;
+        if (--scratch_[q].open > 0 && q != r) heap.push({level(q), q});
+      }
+    }
+  }
+  for (int g : group) schedule(g);
 }
 
 void Fluid::transfer(double bytes, const std::vector<int>& path, Callback done) {
@@ -88,6 +145,11 @@ void Fluid::transfer(double bytes, const std::vector<int>& path, Callback done) 
   for (size_t k = 0; k < path.size(); ++k) {
     f.slot[k] = (int)res_[path[k]].flows.size();
     res_[path[k]].flows.push_back(id);
+  }
+  if (sharing_ == Sharing::kMaxMin) {
+    flows_[id].rate = 0;
+    fill(path);
+    return;
   }
   rerate(id);
   touch(path, id);

@@ -26,6 +26,16 @@ class Fluid {
   // for the utilisation report ("nic-tx", "nvlink-in", ...).
   int addResource(const std::string& name, const std::string& kind, double bytesPerUs);
 
+  // How transfers share resources. kBottleneck (the default): each flow re-rated alone to the
+  // smallest fair share on its path (see above). kMaxMin: when a transfer starts or ends, the
+  // flows on its path are re-rated together by progressive filling (max-min fairness) within
+  // what the other flows on their resources use now, so a flow held back at one resource leaves
+  // its share of the others to its neighbours (a NIC serving several queue pairs). It still
+  // never oversubscribes a resource; flows further away keep their rates until an event of
+  // their own re-rates them, so it errs slow there.
+  enum class Sharing { kBottleneck, kMaxMin };
+  void setSharing(Sharing s) { sharing_ = s; }
+
   // Starts moving `bytes` across `path` now; `done` runs when the last byte has arrived.
   // A zero-byte transfer or an empty path completes at once (at the current time).
   void transfer(double bytes, const std::vector<int>& path, Callback done);
@@ -69,9 +79,21 @@ class Fluid {
   void advance(Flow& f);
   void rerate(int id);
   void touch(const std::vector<int>& path, int except);
+  void fill(const std::vector<int>& path);
   void finishFlow(int id);
   void schedule(int id);
 
+  Sharing sharing_ = Sharing::kBottleneck;
+  // fill()'s scratch, indexed by resource: remaining capacity, flows still to fix, a stamp
+  // saying which fill() last set them, and the level last pushed to its heap.
+  struct Scratch {
+    double left = 0;
+    int open = 0;
+    uint64_t stamp = 0;
+  };
+  std::vector<Scratch> scratch_;
+  std::vector<uint64_t> flowStamp_;
+  uint64_t stamp_ = 0;
   double now_ = 0;
   uint64_t seq_ = 0, events_ = 0;
   std::vector<Resource> res_;

@@ -49,6 +49,11 @@ Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {
   proxy_.assign(n, Server(1));
 }
 
+Server& Machine::nic(int gpu, int peer) {
+  if (!c_.nicQueuePerPeer) return nic_[gpu];
+  return nicPerPeer_.try_emplace((int64_t)gpu * c_.ranks() + peer, 1).first->second;
+}
+
 std::vector<int> Machine::cePath(int src, int dst) const {
   if (src == dst) return {gpu_[src].local};
   return {gpu_[src].ceOut, gpu_[dst].nvIn};

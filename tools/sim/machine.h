@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <functional>
+#include <unordered_map>
 #include <vector>
 
 #include "cluster.h"
@@ -36,7 +37,8 @@ class Machine {
   std::vector<int> cePath(int src, int dst) const;      // NVLink, or local copy when src == dst
   std::vector<int> netPath(int src, int dst) const;     // PCIe, NIC, spine if cross-rail, NIC, PCIe
   Server& ce(int gpu) { return ce_[gpu]; }
-  Server& nic(int gpu) { return nic_[gpu]; }
+  // The NIC queue a message from `gpu` to `peer` waits in (Cluster::nicQueuePerPeer).
+  Server& nic(int gpu, int peer);
   Server& proxy(int rank) { return proxy_[rank]; }
 
  private:
@@ -47,6 +49,7 @@ class Machine {
   std::vector<Gpu> gpu_;
   int fabric_ = -1;
   std::vector<Server> ce_, nic_, proxy_;
+  std::unordered_map<int64_t, Server> nicPerPeer_;
 };
 
 }  // namespace rmacc::sim

@@ -91,6 +91,7 @@ class Run {
 
 Run::Run(const plan::Plan& plan, const Cluster& c, const std::string& tracePath)
     : plan_(plan), c_(c), n_(plan.topo.nRanks()), machine_(fluid_, c), ranks_(n_) {
+  if (c.maxMinSharing) fluid_.setSharing(Fluid::Sharing::kMaxMin);
   RMACC_ARG_CHECK(plan.topo.nNodes() == c.nodes && plan.topo.localSize() == c.gpusPerNode,
                   "the plan is for %d x %d ranks, the cluster has %d x %d GPUs",
                   plan.topo.nNodes(), plan.topo.localSize(), c.nodes, c.gpusPerNode);
@@ -421,7 +422,7 @@ void Run::sendPut(int r, int i) {
       int& queued = ranks_[r].nicQueued[op.peer];
       ++queued;
       if (op.bytes == 0 && queued == 1 && c_.signalsBypassNicQueue) wire([] {});
-      else machine_.nic(r).submit(wire);
+      else machine_.nic(r, op.peer).submit(wire);
     });
   });
 }
