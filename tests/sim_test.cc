@@ -282,6 +282,7 @@ double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: th
   c.hostFixedUs = 0;
   c.enqueueUsPerOp = 0;  // host pacing would hide the drift
   c.nicQueuePerPeer = c.maxMinSharing = perPeerNic;
+  if (!perPeerNic) c.nicQueues = 1;
   Traffic t;
   t.bytesPerRank = 64ull << 20;
   const auto bytes = makeTraffic(t, c.nodes, c.gpusPerNode);
@@ -320,6 +321,7 @@ double twoPeersOneBusy(bool perPeer) {
                               {}, Region::kSend, Region::kRecv));
   Cluster c = bare(4, 1);
   c.nicQueuePerPeer = c.maxMinSharing = perPeer;
+  if (!perPeer) c.nicQueues = 1;
   return simulate(p, c).timeUs;
 }
 
@@ -364,6 +366,7 @@ double signalBehindData(int signalPeer, bool bypass, bool perPeer = false) {
   Cluster c = bare(3, 1);
   c.signalsBypassNicQueue = bypass;
   c.nicQueuePerPeer = c.maxMinSharing = perPeer;
+  if (!perPeer) c.nicQueues = 1;
   return simulate(p, c).timeUs;
 }
 

@@ -18,7 +18,9 @@ std::string Cluster::describe() const {
            nodes, gpusPerNode, nicGBps, crossRailPenalised ? "penalised" : "free", crossRailGBps,
            fabricGBps > 0 ? (std::to_string(fabricGBps) + " GB/s").c_str() : "unlimited",
            netLatencyUs,
-           nicQueuePerPeer ? "a NIC queue per peer" : (std::to_string(nicQueues) + " NIC queue(s)").c_str(),
+           (std::to_string(nicQueues) +
+            (nicQueuePerPeer ? " message(s) at once, a queue per peer" : " message(s) at once, FIFO"))
+               .c_str(),
            maxMinSharing ? "max-min" : "bottleneck",
            signalsBypassNicQueue ? "pass data to other peers" : "in the FIFO", ceGBps,
            ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,

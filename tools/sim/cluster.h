@@ -20,12 +20,14 @@ struct Cluster {
   double fabricGBps = 0;            // > 0: one shared core every network byte crosses (loopback)
   double netLatencyUs = 3;          // wire + NIC, first byte out to first byte in
   // A NIC keeps a queue pair per peer: messages to one peer go one at a time, in order; those to
-  // different peers move at once and share the NIC. That is what rmacc's proxy gets: it posts
-  // every released put (up to 1,024 outstanding, src/net/proxy_impl.h) and an RDMA NIC serves
-  // its queue pairs in turn (tcp: a socket per peer). false: at most nicQueues messages at
-  // once, FIFO beyond (a proxy that holds writes back; the model before RESULTS §19).
+  // different peers move at once (nicQueues of them at most, the peers taking turns) and share
+  // the NIC. That is what rmacc's proxy gets: it posts every released put (up to 1,024
+  // outstanding, src/net/proxy_impl.h) and an RDMA NIC serves its queue pairs in turn (tcp: a
+  // socket per peer). The cap keeps the direct schedule's 1,016 peers per GPU at 128 x 8
+  // tractable; rmacc has no more than a few messages queued on a NIC. false: nicQueues
+  // messages at once whatever their peers, FIFO beyond (the model before RESULTS §19 had 1).
   bool nicQueuePerPeer = true;
-  int nicQueues = 1;
+  int nicQueues = 8;
   // Transfers share resources max-min fairly (Fluid::Sharing::kMaxMin), so the messages of a NIC
   // held back by their receivers leave the NIC to the others. false: each flow takes the smallest
   // fair share on its path (Fluid::Sharing::kBottleneck, the model before RESULTS §19).

@@ -46,12 +46,31 @@ Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {
   if (c.fabricGBps > 0) fabric_ = fluid.addResource("fabric", "fabric", c.fabricGBps * kGB);
   ce_.assign(n, Server(c.ceConcurrent));
   nic_.assign(n, Server(c.nicQueues));
+  queuePairs_.assign(n, QueuePairs(c.nicQueues));
   proxy_.assign(n, Server(1));
 }
 
-Server& Machine::nic(int gpu, int peer) {
-  if (!c_.nicQueuePerPeer) return nic_[gpu];
-  return nicPerPeer_.try_emplace((int64_t)gpu * c_.ranks() + peer, 1).first->second;
+void QueuePairs::submit(int peer, Server::Job job) {
+  std::deque<Server::Job>& q = waiting_[peer];
+  q.push_back(std::move(job));
+  if (q.size() == 1) offer(peer);
+}
+
+void QueuePairs::offer(int peer) {
+  nic_.submit([this, peer](std::function<void()> release) {
+    Server::Job job = std::move(waiting_[peer].front());
+    job([this, peer, release] {
+      std::deque<Server::Job>& q = waiting_[peer];
+      q.pop_front();
+      release();
+      if (!q.empty()) offer(peer);
+    });
+  });
+}
+
+void Machine::sendOnNic(int gpu, int peer, Server::Job job) {
+  if (c_.nicQueuePerPeer) queuePairs_[gpu].submit(peer, std::move(job));
+  else nic_[gpu].submit(std::move(job));
 }
 
 std::vector<int> Machine::cePath(int src, int dst) const {

@@ -28,6 +28,20 @@ class Server {
   std::deque<Job> waiting_;
 };
 
+// A NIC's queue pairs: messages to one peer go one at a time, in order; at most `limit`
+// peers' messages move at once, and a peer whose message ends goes to the back of the line
+// (the NIC serves its queue pairs in turn).
+class QueuePairs {
+ public:
+  explicit QueuePairs(int limit) : nic_(limit) {}
+  void submit(int peer, Server::Job job);
+
+ private:
+  void offer(int peer);
+  Server nic_;
+  std::unordered_map<int, std::deque<Server::Job>> waiting_;  // head: on the NIC or offered
+};
+
 class Machine {
  public:
   Machine(Fluid& fluid, const Cluster& c);
@@ -37,8 +51,8 @@ class Machine {
   std::vector<int> cePath(int src, int dst) const;      // NVLink, or local copy when src == dst
   std::vector<int> netPath(int src, int dst) const;     // PCIe, NIC, spine if cross-rail, NIC, PCIe
   Server& ce(int gpu) { return ce_[gpu]; }
-  // The NIC queue a message from `gpu` to `peer` waits in (Cluster::nicQueuePerPeer).
-  Server& nic(int gpu, int peer);
+  // Queues a message from `gpu` to `peer` on gpu's NIC (Cluster::nicQueuePerPeer says how).
+  void sendOnNic(int gpu, int peer, Server::Job job);
   Server& proxy(int rank) { return proxy_[rank]; }
 
  private:
@@ -49,7 +63,7 @@ class Machine {
   std::vector<Gpu> gpu_;
   int fabric_ = -1;
   std::vector<Server> ce_, nic_, proxy_;
-  std::unordered_map<int64_t, Server> nicPerPeer_;
+  std::vector<QueuePairs> queuePairs_;
 };
 
 }  // namespace rmacc::sim

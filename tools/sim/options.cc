@@ -16,8 +16,9 @@ const char* kUsage =
     "usage: rmacc-sim [options]\n"
     "cluster:  --preset h200|h200-loopback|h200-host (first)  --nodes N  --gpus L\n"
     "          --nic GBPS  --cross-rail GBPS | --no-cross-rail-penalty  --fabric GBPS\n"
-    "          --latency US  --nic-queues K (K at once, FIFO beyond; default a queue per\n"
-    "          peer)  --nic-fifo (one at a time, bottleneck sharing)  --bottleneck-sharing\n"
+    "          --latency US  --nic-queues K (messages at once: peers' queues take turns)\n"
+    "          --nic-fifo (one message at a time, one FIFO, bottleneck sharing: the model\n"
+    "          before RESULTS §19)  --bottleneck-sharing\n"
     "          --signals-fifo\n"
     "          --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
@@ -84,10 +85,7 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--cross-rail", [&](auto& k, auto v) { c.crossRailGBps = number(k, v); }},
       {"--fabric", [&](auto& k, auto v) { c.fabricGBps = number(k, v); }},
       {"--latency", [&](auto& k, auto v) { c.netLatencyUs = number(k, v); }},
-      {"--nic-queues", [&](auto& k, auto v) {
-         c.nicQueues = integer(k, v, 1, 1024);
-         c.nicQueuePerPeer = false;
-       }},
+      {"--nic-queues", [&](auto& k, auto v) { c.nicQueues = integer(k, v, 1, 1024); }},
       {"--ce", [&](auto& k, auto v) { c.ceGBps = number(k, v); }},
       {"--ce-copies", [&](auto& k, auto v) { c.ceConcurrent = integer(k, v, 1, 64); }},
       {"--local-copy", [&](auto& k, auto v) { c.localCopyGBps = number(k, v); }},
@@ -153,7 +151,10 @@ SimOptions parseOptions(int argc, char** argv) {
     else if (k == "--no-cross-rail-penalty") c.crossRailPenalised = false;
     else if (k == "--signals-fifo") c.signalsBypassNicQueue = false;
     else if (k == "--bottleneck-sharing") c.maxMinSharing = false;
-    else if (k == "--nic-fifo") c.nicQueuePerPeer = c.maxMinSharing = false;
+    else if (k == "--nic-fifo") {
+      c.nicQueuePerPeer = c.maxMinSharing = false;
+      c.nicQueues = 1;
+    }
     else {
       auto it = withValue.find(k);
       RMACC_ARG_CHECK(it != withValue.end(), "unknown option '%s' (see --help)", k.c_str());

@@ -422,7 +422,7 @@ void Run::sendPut(int r, int i) {
       int& queued = ranks_[r].nicQueued[op.peer];
       ++queued;
       if (op.bytes == 0 && queued == 1 && c_.signalsBypassNicQueue) wire([] {});
-      else machine_.nic(r, op.peer).submit(wire);
+      else machine_.sendOnNic(r, op.peer, wire);
     });
   });
 }
