@@ -32,11 +32,12 @@ struct Cluster {
   // held back by their receivers leave the NIC to the others. false: each flow takes the smallest
   // fair share on its path (Fluid::Sharing::kBottleneck, the model before RESULTS §19).
   bool maxMinSharing = true;
-  // A signal (a put of no bytes: entry signal, credit) to a peer that has nothing of this
-  // NIC's queued or on the wire does not wait in the FIFO behind data to other peers: an RDMA
+  // A signal (a put of no bytes: entry signal, credit) to a peer that has nothing of this NIC's
+  // queued or on the wire goes at once, not behind data to other peers (which it would with
+  // one FIFO, or with queue pairs once more than nicQueues peers have data queued): an RDMA
   // NIC serves one queue pair per peer and interleaves them at packet granularity, and a
-  // signal is one packet (RESULTS §18.3). false: every message waits its turn in one FIFO (the
-  // model before 2026-12-03: a credit then waited behind the relay's own next put, §7.6).
+  // signal is one packet (RESULTS §18.3). false: it waits its turn like data (with one FIFO,
+  // the model before 2026-12-03: a credit then waited behind the relay's own next put, §7.6).
   bool signalsBypassNicQueue = true;
 
   // Inside a node. ceGBps: what one GPU's copy engines push out (and take in) over NVLink;

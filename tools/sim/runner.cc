@@ -417,8 +417,8 @@ void Run::sendPut(int r, int i) {
           });
         });
       };
-      // A NIC moves one message at a time (FIFO), but a signal to a peer with nothing of ours
-      // queued or on the wire does not wait behind data to other peers (Cluster).
+      // Data waits its turn on the NIC (Machine::sendOnNic: its peer's queue pair, or the one
+      // FIFO); a signal to a peer with nothing of ours queued or on the wire goes at once.
       int& queued = ranks_[r].nicQueued[op.peer];
       ++queued;
       if (op.bytes == 0 && queued == 1 && c_.signalsBypassNicQueue) wire([] {});
