@@ -10,17 +10,14 @@ std::string Cluster::describe() const {
   char text[1024];
   snprintf(text, sizeof text,
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
-           "latency %.1f us, %s, %s sharing, signals %s; CE %.0f GB/s x %d copies, local "
+           "latency %.1f us, %d message(s) at once, %s, %s sharing, signals %s; CE %.0f GB/s x %d copies, local "
            "copy %.0f GB/s, PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us "
            "(+%.2f), event %.1f us, proxy op %.1f us, iov limit %d, signal latency %.1f us, "
            "%d CE stream(s); host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op "
            "+ copy call %.2f (+%.2f) + memop call %.2f (+%.2f) us",
            nodes, gpusPerNode, nicGBps, crossRailPenalised ? "penalised" : "free", crossRailGBps,
            fabricGBps > 0 ? (std::to_string(fabricGBps) + " GB/s").c_str() : "unlimited",
-           netLatencyUs,
-           (std::to_string(nicQueues) +
-            (nicQueuePerPeer ? " message(s) at once, a queue per peer" : " message(s) at once, FIFO"))
-               .c_str(),
+           netLatencyUs, nicQueues, nicQueuePerPeer ? "a queue per peer" : "FIFO",
            maxMinSharing ? "max-min" : "bottleneck",
            signalsBypassNicQueue ? "pass data to other peers" : "in the FIFO", ceGBps,
            ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,

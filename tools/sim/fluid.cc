@@ -50,7 +50,8 @@ void Fluid::rerate(int id) {
   schedule(id);
 }
 
-// Re-rates every active flow that shares a resource with `path` (each once).
+// Re-rates every active flow that shares a resource with `path`: each once and alone but
+// `except` (bottleneck), or all of them together (max-min, fill).
 void Fluid::touch(const std::vector<int>& path, int except) {
   if (sharing_ == Sharing::kMaxMin) {
     fill(path);
@@ -146,12 +147,7 @@ void Fluid::transfer(double bytes, const std::vector<int>& path, Callback done) 
     f.slot[k] = (int)res_[path[k]].flows.size();
     res_[path[k]].flows.push_back(id);
   }
-  if (sharing_ == Sharing::kMaxMin) {
-    flows_[id].rate = 0;
-    fill(path);
-    return;
-  }
-  rerate(id);
+  if (sharing_ == Sharing::kBottleneck) rerate(id);
   touch(path, id);
 }
 

@@ -84,8 +84,8 @@ class Fluid {
   void schedule(int id);
 
   Sharing sharing_ = Sharing::kBottleneck;
-  // fill()'s scratch, indexed by resource: remaining capacity, flows still to fix, a stamp
-  // saying which fill() last set them, and the level last pushed to its heap.
+  // fill()'s scratch, indexed by resource: remaining capacity, flows still to fix, and a stamp
+  // saying which fill() last set them; flowStamp_ marks a fill's flows (open, then fixed).
   struct Scratch {
     double left = 0;
     int open = 0;
