@@ -128,6 +128,30 @@ int main() {
     });
     printf("write %d 8 %.2f %.2f %.2f %.2f\n", k, each, batch, hostEach, lastHostUs);
   }
+  // Waits whose values already hold, k of them: the executor's end of a call, where the waits
+  // nothing depends on (one per source of the rank's data) join the last stream's memory ops
+  // (src/exec/executor.cc join), as rmacc-sim charges them (Cluster::waitBatchItemUs).
+  for (int k : {1, 7, 28, 127}) {
+    auto waitOp = [&](int i) {
+      CUstreamBatchMemOpParams op = {};
+      op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+      op.waitValue.address = flagsDev + (i % kMax) * 64;  // >= 0: holds
+      op.waitValue.value64 = 0;
+      op.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+      return op;
+    };
+    const double each = timeOnDevice([&] {
+      for (int i = 0; i < k; ++i)
+        CU(cuStreamWaitValue64(stream, flagsDev + (i % kMax) * 64, 0, CU_STREAM_WAIT_VALUE_GEQ));
+    });
+    const double hostEach = lastHostUs;
+    std::vector<CUstreamBatchMemOpParams> ops(k);
+    const double batch = timeOnDevice([&] {
+      for (int i = 0; i < k; ++i) ops[i] = waitOp(i);
+      CU(cuStreamBatchMemOp(stream, k, ops.data(), 0));
+    });
+    printf("wait %d 8 %.2f %.2f %.2f %.2f\n", k, each, batch, hostEach, lastHostUs);
+  }
   // The executor's forward pattern: one copy batch of k, then one memop batch of k writes.
   for (size_t bytes : {(size_t)16384, (size_t)262144}) {
     for (int k : {1, 7}) {

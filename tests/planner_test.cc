@@ -140,6 +140,23 @@ TEST(Topology, UnequalNodesShareRailsModuloTheSmallerNode) {
   EXPECT_EQ(Topology::blocks(3, 4).localSize(), 4);
 }
 
+// Node rounds in another order (rmacc-sim's --round-order): any permutation of the deltas
+// that starts at 0 is taken, and the plan built on it verifies; anything else is refused.
+TEST(Topology, RoundsCanBeReordered) {
+  Topology t = Topology::blocks(5, 2);
+  t.setRoundDeltas({0, 1, 4, 2, 3});
+  EXPECT_EQ(t.sendNode(3, 2), 2);  // 3 + 4 mod 5
+  EXPECT_EQ(t.recvNode(3, 2), 4);
+  for (const std::vector<int>& bad : std::vector<std::vector<int>>{
+           {1, 0, 2, 3, 4}, {0, 1, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3, 5}}) {
+    Topology u = Topology::blocks(5, 2);
+    EXPECT_THROW(u.setRoundDeltas(bad), Error);
+  }
+  auto b = counts(10, [](int s, int d) { return (uint64_t)(s * 13 + d * 5) % 17 * 100 + 1; });
+  Plan first = planOf(t, b, opts(1024, 3));
+  expectGood({first, planOf(t, b, opts(1024, 3), first.after)});
+}
+
 // Landing-zone rows: every rank of another node gets a distinct row, in rank order, whatever
 // the placement; ranks of the same node get none.
 TEST(Topology, RemoteIndexNumbersOtherNodesRanks) {

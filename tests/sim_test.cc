@@ -2,6 +2,7 @@
 // plans on every cluster size the results use, at a small size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "fluid.h"
 #include "plan/plan_internal.h"
+#include "options.h"
 #include "report.h"
 #include "runner.h"
 #include "schedules.h"
@@ -349,7 +351,7 @@ TEST(SimModel, HostBoundWhenEnqueueingIsSlow) {
 // at 1 GB/s, latency 5) to r1, then a signal to `signalPeer`, which answers with 10,000 bytes
 // to r0 once it has the signal: to r2 the signal lands at 5 µs and the answer at 20 (30 when
 // signals share the FIFO); to r1 it follows the data (lands at 15), answer at 30 either way.
-double signalBehindData(int signalPeer, bool bypass, bool perPeer = false) {
+double signalBehindData(int signalPeer, bool bypass, bool perPeer = false, bool endpoint = false) {
   const int kColl = plan::kPlanCtxColl, kCredit = plan::kPlanCtxCredit;
   plan::Plan p;
   p.topo = Topology::blocks(3, 1);
@@ -365,12 +367,13 @@ double signalBehindData(int signalPeer, bool bypass, bool perPeer = false) {
                  {(int)a.size() - 1}, Region::kSend, Region::kRecv));
   Cluster c = bare(3, 1);
   c.signalsBypassNicQueue = bypass;
+  c.signalEndpoint = endpoint;
   c.nicQueuePerPeer = c.maxMinSharing = perPeer;
   if (!perPeer) c.nicQueues = 1;
   return simulate(p, c).timeUs;
 }
 
-TEST(SimModel, SignalPassesDataToAnotherPeerNotToItsOwn) {
+TEST(SimModel, SignalPassesDataToAnotherPeerNotToItsOwnUnlessOnItsOwnEndpoint) {
   EXPECT_DOUBLE_EQ(signalBehindData(2, true), 20);
   EXPECT_DOUBLE_EQ(signalBehindData(2, false), 30);
   EXPECT_DOUBLE_EQ(signalBehindData(1, true), 30);
@@ -379,6 +382,25 @@ TEST(SimModel, SignalPassesDataToAnotherPeerNotToItsOwn) {
   for (bool bypass : {true, false}) {
     EXPECT_DOUBLE_EQ(signalBehindData(2, bypass, true), 20);
     EXPECT_DOUBLE_EQ(signalBehindData(1, bypass, true), 30);
+  }
+  // An endpoint of its own (Cluster::signalEndpoint): not even behind its own peer's data.
+  for (bool perPeer : {false, true}) {
+    EXPECT_DOUBLE_EQ(signalBehindData(1, true, perPeer, true), 20);
+    EXPECT_DOUBLE_EQ(signalBehindData(2, true, perPeer, true), 20);
+  }
+}
+
+// --round-order paired: every delta once, 0 first, and the two directions between a pair of
+// nodes (k and N-k) in adjacent rounds.
+TEST(SimOptions, PairedRoundsVisitEveryDeltaWithItsOppositeNext) {
+  for (int n = 1; n <= 9; ++n) {
+    const std::vector<int> d = pairedRoundDeltas(n);
+    ASSERT_EQ((int)d.size(), n);
+    EXPECT_EQ(d[0], 0);
+    std::vector<int> sorted = d;
+    std::sort(sorted.begin(), sorted.end());
+    for (int k = 0; k < n; ++k) EXPECT_EQ(sorted[k], k) << n << " nodes";
+    for (int k = 1; k + 1 < n; k += 2) EXPECT_EQ(d[k] + d[k + 1], n) << n << " nodes, round " << k;
   }
 }
 

@@ -67,6 +67,18 @@ void Topology::finish() {
   }
 }
 
+void Topology::setRoundDeltas(const std::vector<int>& deltas) {
+  RMACC_ARG_CHECK((int)deltas.size() == nNodes_ && nNodes_ > 0 && deltas[0] == 0,
+                  "round deltas: need %d starting at 0, got %zu", nNodes_, deltas.size());
+  std::vector<char> seen(nNodes_, 0);
+  for (int d : deltas) {
+    RMACC_ARG_CHECK(d >= 0 && d < nNodes_ && !seen[d], "round deltas: %d repeated or out of 0..%d",
+                    d, nNodes_ - 1);
+    seen[d] = 1;
+  }
+  roundDelta_ = deltas;
+}
+
 int Topology::localSize(const char* who) const {
   if (!uniform_) {
     RMACC_THROW(rmaccInvalidUsage, "%s needs the same number of ranks on every node; %s", who,

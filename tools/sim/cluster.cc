@@ -19,7 +19,9 @@ std::string Cluster::describe() const {
            fabricGBps > 0 ? (std::to_string(fabricGBps) + " GB/s").c_str() : "unlimited",
            netLatencyUs, nicQueues, nicQueuePerPeer ? "a queue per peer" : "FIFO",
            maxMinSharing ? "max-min" : "bottleneck",
-           signalsBypassNicQueue ? "pass data to other peers" : "in the FIFO", ceGBps,
+           !signalsBypassNicQueue ? "in the FIFO"
+           : signalEndpoint ? "on an endpoint of their own" : "pass data to other peers",
+           ceGBps,
            ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,
            memopBatchItemUs, eventUs, proxyOpUs, iovLimit, signalLatencyUs, ceStreams,
            hostFixedUs, exchangeUsPerNode, planUsPerOp, enqueueUsPerOp, enqueueCopyCallUs,

@@ -39,6 +39,11 @@ struct Cluster {
   // signal is one packet (RESULTS §18.3). false: it waits its turn like data (with one FIFO,
   // the model before 2026-12-03: a credit then waited behind the relay's own next put, §7.6).
   bool signalsBypassNicQueue = true;
+  // Signals ride an endpoint of their own (a second queue pair per peer): they do not wait
+  // behind data even to their own peer. Not what the library does today (src/net/fabric.cc has
+  // one endpoint, so a credit waits behind the relay's data to its writer): a design option,
+  // RESULTS §20.
+  bool signalEndpoint = false;
 
   // Inside a node. ceGBps: what one GPU's copy engines push out (and take in) over NVLink;
   // ceConcurrent: copies a GPU runs at once (FIFO beyond); localCopyGBps: a copy within one

@@ -19,7 +19,8 @@ const char* kUsage =
     "          --latency US  --nic-queues K (messages at once: peers' queues take turns)\n"
     "          --nic-fifo (one message at a time, one FIFO, bottleneck sharing: the model\n"
     "          before RESULTS §19)  --bottleneck-sharing\n"
-    "          --signals-fifo\n"
+    "          --signals-fifo  --signal-endpoint (signals never wait behind data, not\n"
+    "          even to their own peer: an endpoint of their own, not the library's today)\n"
     "          --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
     "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
@@ -35,7 +36,8 @@ const char* kUsage =
     "          --min-chunks C  --min-chunk-bytes SIZE   (Options::minChunksPerRound,\n"
     "          ::minChunkBytes: cut each relay payload into >= C chunks of >= SIZE; 0: off)\n"
     "          --entry-lead P   (Options::entryLead: remote entry signals P positions ahead\n"
-    "          of their round; -1: all at the start)\n"
+    "          of their round; -1: all at the start)  --round-order library|paired (node\n"
+    "          rounds in the library's order, or 1, N-1, 2, N-2, ...)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -70,6 +72,15 @@ uint64_t size(const std::string& opt, const char* v) {
 }
 
 }  // namespace
+
+std::vector<int> pairedRoundDeltas(int nNodes) {
+  std::vector<int> deltas{0};
+  for (int k = 1; (int)deltas.size() < nNodes; ++k) {
+    deltas.push_back(k);
+    if (nNodes - k != k && (int)deltas.size() < nNodes) deltas.push_back(nNodes - k);
+  }
+  return deltas;
+}
 
 SimOptions parseOptions(int argc, char** argv) {
   SimOptions o;
@@ -132,6 +143,13 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--rounds-per-batch",
        [&](auto& k, auto v) { o.planner.roundsPerBatch = integer(k, v, 0, 1024); }},
       {"--trace", [&](auto&, auto v) { o.tracePath = v; }},
+      {"--round-order",
+       [&](auto& k, auto v) {
+         const std::string order = v;
+         RMACC_ARG_CHECK(order == "library" || order == "paired",
+                         "%s: library or paired, got '%s'", k.c_str(), v);
+         o.pairedRounds = order == "paired";
+       }},
       {"--schedule",
        [&](auto&, auto v) {
          o.schedules = std::string(v) == "all"
@@ -150,6 +168,7 @@ SimOptions parseOptions(int argc, char** argv) {
     else if (k == "--json") o.json = true;
     else if (k == "--no-cross-rail-penalty") c.crossRailPenalised = false;
     else if (k == "--signals-fifo") c.signalsBypassNicQueue = false;
+    else if (k == "--signal-endpoint") c.signalEndpoint = true;
     else if (k == "--bottleneck-sharing") c.maxMinSharing = false;
     else if (k == "--nic-fifo") {
       c.nicQueuePerPeer = c.maxMinSharing = false;

@@ -20,7 +20,13 @@ struct SimOptions {
   bool verify = true;
   bool json = false;       // one JSON line per schedule instead of the report
   std::string tracePath;   // RMACC_TRACE_FILE format, %r = rank
+  // Node round order: false, the library's (Topology); true, deltas 1, N-1, 2, N-2, ... (the two
+  // directions between a pair of nodes in adjacent rounds; a study, RESULTS §20).
+  bool pairedRounds = false;
 };
+
+// Round deltas 0, 1, N-1, 2, N-2, ... for N nodes (SimOptions::pairedRounds).
+std::vector<int> pairedRoundDeltas(int nNodes);
 
 // Parses argv; prints usage and exits 0 on --help. Throws rmaccInvalidArgument naming the bad
 // option on anything malformed.

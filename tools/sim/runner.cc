@@ -418,10 +418,12 @@ void Run::sendPut(int r, int i) {
         });
       };
       // Data waits its turn on the NIC (Machine::sendOnNic: its peer's queue pair, or the one
-      // FIFO); a signal to a peer with nothing of ours queued or on the wire goes at once.
+      // FIFO); a signal to a peer with nothing of ours queued or on the wire goes at once, and
+      // with an endpoint of its own whatever is queued.
       int& queued = ranks_[r].nicQueued[op.peer];
       ++queued;
-      if (op.bytes == 0 && queued == 1 && c_.signalsBypassNicQueue) wire([] {});
+      if (op.bytes == 0 && c_.signalsBypassNicQueue && (queued == 1 || c_.signalEndpoint))
+        wire([] {});
       else machine_.sendOnNic(r, op.peer, wire);
     });
   });
