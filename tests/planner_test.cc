@@ -568,6 +568,54 @@ TEST(Planner, CarriesStepsAndCreditsAcrossCalls) {
   expectGood({plans[1]});  // a call on its own, from its carry, verifies too
 }
 
+// Fitted slots (Options::fitSlots): 3 nodes x 2, 4 slots of 16 bytes. A call whose payloads
+// all fit 8 bytes gets 8 slots of 8; one with a larger payload keeps 4 of 16; chunk counts are
+// the same either way. Every relay step waits for a credit, the first window of a relay's
+// steps in a call for one sent at the start (with another geometry a slot may hold an earlier
+// call's bytes): the sequence verifies, and without such a credit wait the verifier finds the
+// overwrite.
+TEST(Planner, FittedSlotsFollowTheLargestPayloadAndCreditEveryStep) {
+  const Topology t = Topology::blocks(3, 2);
+  Options o = opts(16, 4);
+  o.fitSlots = true;
+  auto shape = [](uint64_t size) {
+    return counts(6, [size](int s, int d) { return s == d ? 0 : size + (uint64_t)(s + d) % 3; });
+  };
+  const std::vector<uint64_t> sizes = {3, 12, 6, 2, 14};  // payloads (one block each) 3..16
+  std::vector<Plan> plans;
+  Carry carry;
+  for (uint64_t size : sizes) {
+    plans.push_back(planOf(t, shape(size), o, carry));
+    carry = plans.back().after;
+  }
+  const std::vector<int> slots = {8, 4, 8, 8, 4};
+  for (size_t c = 0; c < plans.size(); ++c) {
+    EXPECT_EQ(plans[c].options.slots, slots[c]) << "call " << c;
+    EXPECT_EQ(plans[c].options.slots * plans[c].options.slotBytes, 64u);
+    for (int r = 0; r < 6; ++r) {  // one relay step per round: a credit wait for each
+      const auto waits = find(plans[c], r, [](const Op& op) { return isWait(op, kPlanCtxCredit); });
+      EXPECT_EQ(waits.size(), 2u) << "call " << c << " r" << r;
+    }
+  }
+  expectGood(plans);
+  // Remove r2's first credit wait of call 2 and the carried credit its relay r4 sends for it:
+  // the step goes to an 8-byte slot that a 16-byte slot of call 1 overlaps, and r4 may not have
+  // forwarded call 1's bytes there yet when it lands (the verifier lets r2 enter call 2 before
+  // r4's held-back forwards run).
+  std::vector<Plan> broken = plans;
+  auto waits = find(broken[2], 2, [](const Op& op) { return isWait(op, kPlanCtxCredit); });
+  ASSERT_FALSE(waits.empty());
+  const int relay = broken[2].ranks[2].ops[waits[0]].peer;
+  ASSERT_EQ(relay, 4);
+  auto carried = find(broken[2], relay, [](const Op& op) {
+    return isSignal(op, kPlanCtxCredit) && op.peer == 2 && op.deps.empty();
+  });
+  ASSERT_FALSE(carried.empty());
+  eraseOp(broken[2], 2, waits[0]);
+  eraseOp(broken[2], relay, carried[0]);
+  expectCaught(broken, "unforwarded");
+}
+
 TEST(Planner, BarrierModeHasNoEntrySignals) {
   Options o = opts(16, 2);
   o.entrySignals = false;
@@ -592,6 +640,34 @@ TEST(VerifierRejects, MissingCreditWait) {
   ASSERT_EQ(w.size(), 1u);
   eraseOp(p, 0, w[0]);
   expectCaught({p}, "overwrites r2's unforwarded relay bytes");
+}
+
+// A step whose slot an earlier call used waits for a credit carried from the relay's start of
+// this call; without it (and the credit), a writer that entered the call overwrites bytes the
+// relay has not forwarded yet (CarriesStepsAndCreditsAcrossCalls's calls, r0's step 5 at r2).
+TEST(VerifierRejects, MissingCarriedCredit) {
+  const Topology t = Topology::blocks(3, 2);
+  auto shape = [](uint64_t from0, uint64_t from4) {
+    auto b = counts(6, [](int, int) { return 0; });
+    b[0 * 6 + 3] = from0;
+    b[4 * 6 + 3] = from4;
+    return b;
+  };
+  std::vector<Plan> plans;
+  Carry carry;
+  for (const auto& b : {shape(10, 0), shape(0, 6), shape(4, 8)}) {
+    plans.push_back(planOf(t, b, opts(4, 2), carry));
+    carry = plans.back().after;
+  }
+  auto wait = find(plans[2], 0, [](const Op& op) { return isWait(op, kPlanCtxCredit); });
+  auto credit = find(plans[2], 2, [](const Op& op) {
+    return isSignal(op, kPlanCtxCredit) && op.peer == 0 && op.deps.empty();
+  });
+  ASSERT_EQ(wait.size(), 1u);
+  ASSERT_EQ(credit.size(), 1u);
+  eraseOp(plans[2], 0, wait[0]);
+  eraseOp(plans[2], 2, credit[0]);
+  expectCaught(plans, "unforwarded");
 }
 
 TEST(VerifierRejects, CreditWaitOffTheProxyPutLane) {

@@ -390,18 +390,26 @@ TEST(SimModel, SignalPassesDataToAnotherPeerNotToItsOwnUnlessOnItsOwnEndpoint) {
   }
 }
 
-// --round-order paired: every delta once, 0 first, and the two directions between a pair of
-// nodes (k and N-k) in adjacent rounds.
-TEST(SimOptions, PairedRoundsVisitEveryDeltaWithItsOppositeNext) {
+// Node rounds: the library's order (Topology) visits every delta once, 0 first, the two
+// directions between a pair of nodes (k and N-k) in adjacent rounds; --round-order triangular
+// (NCCL's order) is a permutation too, and different from 5 nodes on.
+TEST(SimOptions, RoundOrdersVisitEveryDeltaOnce) {
   for (int n = 1; n <= 9; ++n) {
-    const std::vector<int> d = pairedRoundDeltas(n);
-    ASSERT_EQ((int)d.size(), n);
-    EXPECT_EQ(d[0], 0);
-    std::vector<int> sorted = d;
-    std::sort(sorted.begin(), sorted.end());
-    for (int k = 0; k < n; ++k) EXPECT_EQ(sorted[k], k) << n << " nodes";
+    const Topology t = Topology::blocks(n, 1);
+    std::vector<int> d(n);
+    for (int k = 0; k < n; ++k) d[k] = t.roundDelta(k);
+    const std::vector<int> tri = triangularRoundDeltas(n);
+    for (const std::vector<int>* order : std::vector<const std::vector<int>*>{&d, &tri}) {
+      ASSERT_EQ((int)order->size(), n);
+      EXPECT_EQ((*order)[0], 0);
+      std::vector<int> sorted = *order;
+      std::sort(sorted.begin(), sorted.end());
+      for (int k = 0; k < n; ++k) EXPECT_EQ(sorted[k], k) << n << " nodes";
+    }
     for (int k = 1; k + 1 < n; k += 2) EXPECT_EQ(d[k] + d[k + 1], n) << n << " nodes, round " << k;
+    if (n >= 5) EXPECT_NE(d, tri);
   }
+  EXPECT_EQ(triangularRoundDeltas(8), (std::vector<int>{0, 1, 3, 6, 2, 7, 5, 4}));
 }
 
 // The host pays per backend call (preset "h200-host"): rank 0's three CE puts to one peer are

@@ -321,6 +321,7 @@ plan::Options CollectiveEngine::planOptions() const {
   opt.maxPutBytes = cfg.maxPutBytes;
   opt.entrySignals = cfg.entrySync == EntrySync::kSignals;
   opt.creditWindow = cfg.creditWindow;
+  opt.fitSlots = true;  // RESULTS §20
   return opt;
 }
 

@@ -45,6 +45,7 @@ struct Rail1 {
   uint64_t seq;
   uint64_t callSeq;      // the sender's collective call number: calls out of step are an error
   uint64_t roundChunks;  // the sender's node's largest relay load of round (receiver node)
+  uint64_t largestPayload;  // the largest relay payload of the sender's node's writers
 };
 // Step 3's message (relays' node -> writers' node), followed by a Verdict and one WriterEntry
 // per rank of the writers' node.
@@ -103,7 +104,7 @@ CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
     const int h = a % L_;
     if (h == local_) handled_.push_back(a);
     offset2_[a] = recordBytes2_[h];
-    recordBytes2_[h] += 8 + 8 * (size_t)topo.nodeSize(a) * L_;
+    recordBytes2_[h] += 16 + 8 * (size_t)topo.nodeSize(a) * L_;
     offset4_[a] = recordBytes4_[h];
     recordBytes4_[h] += 8 + sizeof(WriterEntry) * (size_t)L_;
   }
@@ -131,7 +132,8 @@ CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
   }
 }
 
-// Step 1. Record: header, verdict, chunks[nNodes], send[n], recv[n], offset[n].
+// Step 1. Record: header, verdict, chunks[nNodes] ([0]: the rank's largest relay payload in
+// bytes; [k]: its relay chunks of round k), send[n], recv[n], offset[n].
 void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
   const size_t hdr = sizeof(MetaHeader) + sizeof(Verdict), chunks = hdr;
   const size_t sendAt = chunks + 8 * (size_t)nNodes_, recvAt = sendAt + 8 * (size_t)n_,
@@ -178,6 +180,8 @@ void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verd
     }
     if (nNodes_ == 1) checkWholeNode(gs, mine, out, v);
   }
+  nodeLargest_ = 0;
+  for (int j = 0; j < L_; ++j) nodeLargest_ = std::max(nodeLargest_, mateChunks[(size_t)j * nNodes_]);
   // This node's share of each round's maximum: the largest load of a relay on the receiving
   // node, the chunks of all this node's writers that share that relay (local ranks equal mod
   // its node's size).
@@ -221,7 +225,7 @@ void CountExchange::railSendCounts(uint64_t seq, const Mine& mine, Result& out, 
   for (int a : handled_) {
     const int la = topo_.nodeSize(a), partner = partnerOn(a);
     const size_t sendAt = sizeof(MetaHeader) + sizeof(Verdict) + 8 * (size_t)nNodes_;
-    Rail1 h{seq, mine.header.callSeq, a >= 1 ? aggChunks_[a] : 0};
+    Rail1 h{seq, mine.header.callSeq, a >= 1 ? aggChunks_[a] : 0, nodeLargest_};
     msg.resize(sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)L_ * la);
     memcpy(msg.data(), &h, sizeof(h));
     memcpy(msg.data() + sizeof(h), &v, sizeof(Verdict));
@@ -260,7 +264,8 @@ void CountExchange::railGatherCounts(uint64_t seq, const Mine& mine, Result& out
     v.merge(at<Verdict>(got.data(), sizeof(Rail1)));
     char* block = rec.data() + offset2_[a];
     memcpy(block, &h.roundChunks, 8);
-    memcpy(block + 8, got.data() + sizeof(Rail1) + sizeof(Verdict), 8 * (size_t)la * L_);
+    memcpy(block + 8, &h.largestPayload, 8);
+    memcpy(block + 16, got.data() + sizeof(Rail1) + sizeof(Verdict), 8 * (size_t)la * L_);
   }
   memcpy(rec.data(), &v, sizeof(Verdict));
   const char* const* recs = gatherStep(seq, 2, rec);
@@ -269,15 +274,17 @@ void CountExchange::railGatherCounts(uint64_t seq, const Mine& mine, Result& out
     v.merge(at<Verdict>(recs[h], 0));
     if (h != local_) out.bytes.sharedRead += sizeof(Verdict);
   }
+  in.largestPayload = nodeLargest_;  // communicator-wide once every node's is in
   for (int a = 0; a < nNodes_; ++a) {
     if (a == node_) continue;
     roundMaxHere_ = std::max(roundMaxHere_, at<uint64_t>(recs[a % L_], offset2_[a]));
-    if (a % L_ != local_) out.bytes.sharedRead += 8;
+    in.largestPayload = std::max(in.largestPayload, at<uint64_t>(recs[a % L_], offset2_[a] + 8));
+    if (a % L_ != local_) out.bytes.sharedRead += 16;
   }
   for (size_t t = 0; t < writers_.size(); ++t) {
     const Writer& w = writers_[t];
     const int a = topo_.nodeOf(w.rank);
-    const char* row = recs[a % L_] + offset2_[a] + 8 + 8 * (size_t)topo_.localRankOf(w.rank) * L_;
+    const char* row = recs[a % L_] + offset2_[a] + 16 + 8 * (size_t)topo_.localRankOf(w.rank) * L_;
     for (int j = 0; j < L_; ++j) {
       const uint64_t c = at<uint64_t>(row, 8 * (size_t)j);
       in.relayIn[((size_t)w.k * W_ + w.m) * L_ + j] = c;
@@ -397,24 +404,25 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
   std::vector<uint64_t> fwd(L_, 0);
   std::vector<int64_t> last(L_, 0);
   if (v.ok()) {
-    const std::vector<int> base = plan::roundBases(in.roundChunks, options_);
+    const plan::Options call = plan::callOptions(options_, in.largestPayload);
+    const std::vector<int> base = plan::roundBases(in.roundChunks, call);
     uint64_t pos = 0;
     for (const Writer& w : writers_) {
       if (w.m == 0) pos = base[w.k];
       const uint64_t* row = &in.relayIn[((size_t)w.k * W_ + w.m) * L_];
       uint64_t total = 0;  // the writer's payload at this relay, which sets its chunk size
       for (int j = 0; j < L_; ++j) total += j == local_ ? 0 : row[j];
-      const uint64_t chunk = plan::chunkBytes(total, options_);
+      const uint64_t chunk = plan::chunkBytes(total, call);
       uint64_t start = 0;
       for (int q = 0; q + 1 < L_; ++q) {  // in payload order
         const int j = plan::payloadLocal(local_, L_, q);
         const uint64_t len = row[j];
-        const plan::BlockForwards f = plan::blockForwards(start, len, chunk, options_.maxPutBytes);
+        const plan::BlockForwards f = plan::blockForwards(start, len, chunk, call.maxPutBytes);
         fwd[j] += f.pieces;
         if (f.pieces) last[j] = std::max<int64_t>(last[j], (int64_t)(pos + f.endChunk));
         start += len;
       }
-      pos += plan::chunkCount(total, options_);
+      pos += plan::chunkCount(total, call);
     }
   }
   std::vector<char> rec(sizeof(Verdict) + 16 * (size_t)L_);
@@ -445,13 +453,14 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
   in.writerOffset.assign(nNodes_, 0);
   in.relayStepsBefore = relaySteps_;
   // This rank's relay payload to each round's node: its blocks there but the relay's own.
-  myChunks_.assign(nNodes_, 0);
+  myChunks_.assign(nNodes_, 0);  // [0]: the largest payload in bytes (nodePhase1)
   for (int k = 1; k < nNodes_; ++k) {
     const int b = topo_.sendNode(node_, k), skip = topo_.railLocal(local_, b);
     uint64_t total = 0;
     for (int j = 0; j < topo_.nodeSize(b); ++j)
       if (j != skip) total += mine.send[topo_.rankAt(b, j)];
     myChunks_[k] = plan::chunkCount(total, options_);
+    myChunks_[0] = std::max(myChunks_[0], total);
   }
   Verdict v;
   if (mine.header.rejected) v.reject(rank_);

@@ -141,7 +141,9 @@ class CountExchange {
   std::vector<uint64_t> aggChunks_;  // [round] the node's largest relay payload in chunks
   std::vector<uint64_t> expect_;     // [t * L + j]: mate j expects from writers_[t]
   uint64_t roundMaxHere_ = 0;        // max chunks of round (this node), gathered in phase 1
-  std::vector<uint64_t> myChunks_;   // [round] this rank's own relay payload chunks
+  std::vector<uint64_t> myChunks_;   // [round] this rank's own relay payload chunks ([0]: its
+                                     // largest payload in bytes)
+  uint64_t nodeLargest_ = 0;         // the largest relay payload of this node's writers
   std::vector<const char*> mateRecords_;  // [local rank] its step-1 record (own: nullptr)
   std::vector<const char*> records_;      // gatherStep's result
   std::vector<const char*> relayRecords_;  // [local rank] its gather-3 record

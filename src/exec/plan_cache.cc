@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "plan/plan_build.h"
+
 namespace rmacc {
 
 // The key: every input the plan depends on, byte for byte; each relay step reduced to its slot
@@ -12,12 +14,13 @@ void PlanCache::makeKey(const plan::Options& opt, const plan::RankInputs& in) {
     key_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
   };
   steps_.clear();
-  const uint64_t slots = (uint64_t)opt.slots;
+  const uint64_t slots = (uint64_t)plan::callOptions(opt, in.largestPayload).slots;
   for (uint64_t t : in.writerStep) steps_.insert(steps_.end(), {t % slots, std::min<uint64_t>(t, slots)});
   steps_.insert(steps_.end(), {in.relayStepsBefore % slots, std::min<uint64_t>(in.relayStepsBefore, slots)});
   for (const std::vector<uint64_t>* v :
        {&in.send, &in.recv, &in.relayIn, &in.roundChunks, &in.forwardSignals, &in.writerOffset})
     append(*v);
+  steps_.push_back(slots);  // the call's geometry (Options::fitSlots)
   append(steps_);
   append(in.forwardLastBatch);
 }

@@ -99,6 +99,16 @@ uint64_t chunkBytes(uint64_t total, const Options& options) {
   return std::min(slot, std::max<uint64_t>(1, (want + unit - 1) / unit) * unit);
 }
 
+Options callOptions(const Options& base, uint64_t largestPayload) {
+  Options o = base;
+  if (base.fitSlots && base.minChunksPerRound <= 1 && base.slotBytes >= 2 &&
+      largestPayload <= base.slotBytes / 2) {
+    o.slots = base.slots * 2;
+    o.slotBytes = base.slotBytes / 2;
+  }
+  return o;
+}
+
 int creditWindow(const Options& options) {
   const int w = options.creditWindow <= 0 ? options.slots : options.creditWindow;
   return std::max(2, std::min(w, options.slots));

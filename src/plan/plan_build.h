@@ -102,6 +102,17 @@ inline BlockForwards blockForwards(uint64_t start, uint64_t len, uint64_t chunk,
   return f;
 }
 
+// The options one call is planned with: `base`, or with Options::fitSlots and every relay
+// payload of the call (one writer's bytes for one relay in one round, communicator-wide) at
+// most half a slot, twice the slots of half the size. Every party that plans or checks a call
+// derives its options from the same largest payload.
+Options callOptions(const Options& base, uint64_t largestPayload);
+// Whether relay step t (counted over calls) waits for a credit: past the window, or always with
+// fitted slots (Options::fitSlots).
+inline bool stepNeedsCredit(uint64_t t, const Options& options) {
+  return options.fitSlots || t >= (uint64_t)creditWindow(options);
+}
+
 // Pipeline positions of the entry signal and of the entry wait between a writer and a rank of
 // another node into which it puts directly in round k (Options::entryLead), from the round's
 // first position: the wait just before the round's puts, the signal entryLead positions earlier

@@ -67,6 +67,7 @@ class Planner {
   int add(int rank, Op op, int batch, Phase phase, int keyBatch = -1);
   std::vector<int> writersInto(int dest) const;
   std::vector<Payload> payloadsOf(int relay, int k) const;
+  uint64_t largestPayload() const;
   void addEntry();
   void addIntraNode(int src);
   void layoutRounds();
@@ -80,7 +81,7 @@ class Planner {
 
   const Topology& topo_;
   const std::vector<uint64_t>& bytes_;
-  const Options& opt_;
+  Options opt_;  // the call's (callOptions, set by run())
   const int n_;
   std::vector<std::vector<Draft>> drafts_;
   std::vector<int> entryWait_;          // [writer*n + dest]: writer's entry wait on dest, or -1
@@ -191,6 +192,15 @@ std::vector<Payload> Planner::payloadsOf(int relay, int k) const {
   return ps;
 }
 
+// The largest relay payload of the call (callOptions).
+uint64_t Planner::largestPayload() const {
+  uint64_t most = 0;
+  for (int k = 1; k < topo_.nNodes(); ++k)
+    for (int r = 0; r < n_; ++r)
+      for (const Payload& p : payloadsOf(r, k)) most = std::max(most, p.total);
+  return most;
+}
+
 // Round k occupies as many pipeline positions as the relay with the most chunks in it takes
 // (at least one, for the direct puts). A relay's writers follow one another: chunk c of its
 // m-th writer is put in batch roundBase_[k] + (chunks of writers 0..m-1) + c and forwarded in
@@ -226,7 +236,7 @@ void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   // Slot reuse: step t overwrites step t-S, so the writer waits for the relay's credit; with
   // pacing it waits for step t-W's (W <= S), which also says step t-S is forwarded.
   int credit = -1;
-  if (t >= (uint64_t)creditWindow(opt_)) {
+  if (stepNeedsCredit(t, opt_)) {
     credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
   }
   // The chunk goes in one put (a gather of its blocks' segments) per maxPutBytes, each with
@@ -288,9 +298,9 @@ void Planner::addCredits(int relay) {
   const uint64_t window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps.size(); ++s) {
     const uint64_t t = first + s;
-    if (t < window) continue;  // no step that far back
+    if (!stepNeedsCredit(t, opt_)) continue;  // a fresh relay's first window
     Op credit = putOp(Lane::kProxyPut, steps[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
-    if (t - window >= first) {
+    if (s >= window) {  // step t - window is this call's
       const Step& prev = steps[s - window];
       credit.deps = prev.forwards;
       if (window < slots && t >= slots + first) {
@@ -337,6 +347,7 @@ void Planner::finish(Plan& plan) {
 Plan Planner::run() {
   Plan plan;
   plan.topo = topo_;
+  opt_ = callOptions(opt_, largestPayload());
   plan.options = opt_;
   plan.bytes = bytes_;
   plan.before.relaySteps = before_;

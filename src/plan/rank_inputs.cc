@@ -1,6 +1,7 @@
 // MatrixInputs (rank_planner.h): every rank's RankInputs from the whole byte matrix, the way
 // the full count exchange lets each rank compute them. The per-rank exchange of DESIGN.md §2
 // delivers the same values without the matrix; tests compare both planners through this.
+#include <algorithm>
 #include <climits>
 
 #include "core/error.h"
@@ -30,8 +31,10 @@ MatrixInputs::MatrixInputs(const Topology& topo, const std::vector<uint64_t>& by
       const uint64_t c = chunkCount(total, options);
       totals_[(size_t)w * nNodes_ + b] = total;
       after_.relaySteps[topo.railPeer(w, b)] += c;
+      largest_ = std::max(largest_, total);
     }
   }
+  options_ = callOptions(options, largest_);  // chunk counts are the same under both
   // A round takes as many positions as its busiest relay: the chunks of all its writers.
   for (int k = 1; k < nNodes_; ++k)
     for (int r = 0; r < n_; ++r)
@@ -81,6 +84,7 @@ RankInputs MatrixInputs::of(int rank) const {
   }
   in.roundChunks = roundChunks_;
   in.relayStepsBefore = before_.relaySteps[rank];
+  in.largestPayload = largest_;
   // What each local relay j forwards here: this rank's block of each of its payloads, cut at
   // chunk boundaries (chunkBytes of that payload) and at maxPutBytes (pieces).
   in.forwardSignals.assign(L, 0);

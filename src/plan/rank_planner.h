@@ -37,6 +37,9 @@ struct RankInputs {
   // [j]: kSigData signals local relay j sends this rank by forwarding, and the batch of the last.
   std::vector<uint64_t> forwardSignals;
   std::vector<int> forwardLastBatch;
+  // The largest relay payload of the call, communicator-wide (one writer's bytes for one relay
+  // in one round): it decides the call's options (callOptions, Options::fitSlots).
+  uint64_t largestPayload = 0;
 };
 
 // Instrumentation for the linear-work guard (tests/rank_planner_test.cc): what one call of
@@ -88,8 +91,9 @@ class MatrixInputs {
 
   const Topology& topo_;
   const std::vector<uint64_t>& bytes_;
-  const Options options_;
+  Options options_;  // the call's (callOptions), once the payloads are known
   const int n_, nNodes_;
+  uint64_t largest_ = 0;             // the largest relay payload (RankInputs::largestPayload)
   std::vector<uint64_t> totals_;     // [writer * nNodes + node]: relay payload bytes writer -> node
   std::vector<uint64_t> roundChunks_;
   std::vector<int> roundBase_;

@@ -9,10 +9,10 @@
 //
 // One execution order proves little about races, so the plans run twice under adversarial
 // schedules, each free to pick any op that the model allows:
-// - lazy forwards: forwards run only when nothing else can, and ranks enter the next call only
-//   when nothing at all can run. A relay writer that does not wait for its credit then
-//   overwrites unforwarded bytes, and a writer that skips its entry wait writes into a rank
-//   still in the previous call.
+// - lazy forwards: forwards run only when nothing else can, and a rank that finished its call
+//   enters the next one before any of them. A relay writer that does not wait for its credit
+//   (in this call, or carried from the last) then overwrites unforwarded bytes, and a writer
+//   that skips its entry wait writes into a rank still in the previous call.
 // - lazy writes: every data-moving op runs only when nothing else can (highest rank first), so
 //   a forward without its data wait reads stale relay bytes, and a rank without its completion
 //   waits finishes the call with its receive buffer incomplete.
@@ -469,7 +469,12 @@ void Engine::checkSignals() const {
 void Engine::run() {
   for (;;) {
     drain();
-    if (runLazy() || enterNext()) continue;
+    // Lazy forwards: a rank that finished its call enters the next before any held-back
+    // forward runs, so a writer's next call meets the relay bytes of this one still
+    // unforwarded (what carried credits guard).
+    const bool moved = policy_ == Policy::kLazyForwards ? enterNext() || runLazy()
+                                                        : runLazy() || enterNext();
+    if (moved) continue;
     break;
   }
   for (const RankState& st : st_) {

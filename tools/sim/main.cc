@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     const Cluster& c = o.cluster;
     const auto bytes = makeTraffic(o.traffic, c.nodes, c.gpusPerNode);
     rmacc::Topology topo = rmacc::Topology::blocks(c.nodes, c.gpusPerNode);
-    if (o.pairedRounds) topo.setRoundDeltas(pairedRoundDeltas(c.nodes));
+    if (o.triangularRounds) topo.setRoundDeltas(triangularRoundDeltas(c.nodes));
     for (Schedule s : o.schedules) {
       const auto t0 = std::chrono::steady_clock::now();
       rmacc::plan::Plan plan = buildSchedule(s, topo, bytes, o.planner, o.verify);

@@ -36,8 +36,9 @@ const char* kUsage =
     "          --min-chunks C  --min-chunk-bytes SIZE   (Options::minChunksPerRound,\n"
     "          ::minChunkBytes: cut each relay payload into >= C chunks of >= SIZE; 0: off)\n"
     "          --entry-lead P   (Options::entryLead: remote entry signals P positions ahead\n"
-    "          of their round; -1: all at the start)  --round-order library|paired (node\n"
-    "          rounds in the library's order, or 1, N-1, 2, N-2, ...)\n"
+    "          of their round; -1: all at the start)  --round-order library|triangular\n"
+    "          (node rounds 1, N-1, 2, N-2, ... as the library, or NCCL's k(k+1)/2 order)\n"
+    "          --no-fit-slots (Options::fitSlots off: one relay geometry for every call)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -73,17 +74,20 @@ uint64_t size(const std::string& opt, const char* v) {
 
 }  // namespace
 
-std::vector<int> pairedRoundDeltas(int nNodes) {
-  std::vector<int> deltas{0};
-  for (int k = 1; (int)deltas.size() < nNodes; ++k) {
-    deltas.push_back(k);
-    if (nNodes - k != k && (int)deltas.size() < nNodes) deltas.push_back(nNodes - k);
+std::vector<int> triangularRoundDeltas(int nNodes) {
+  int p = 1;
+  while (p < nNodes) p <<= 1;
+  std::vector<int> deltas;
+  for (long long k = 0; (int)deltas.size() < nNodes; ++k) {
+    const int d = (int)(k * (k + 1) / 2 % p);
+    if (d < nNodes) deltas.push_back(d);
   }
   return deltas;
 }
 
 SimOptions parseOptions(int argc, char** argv) {
   SimOptions o;
+  o.planner.fitSlots = true;  // as the library plans (src/exec/collective.cc planOptions)
   Cluster& c = o.cluster;
   MoeRouter& m = o.traffic.moe;
   int slots = 4;
@@ -146,9 +150,9 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--round-order",
        [&](auto& k, auto v) {
          const std::string order = v;
-         RMACC_ARG_CHECK(order == "library" || order == "paired",
-                         "%s: library or paired, got '%s'", k.c_str(), v);
-         o.pairedRounds = order == "paired";
+         RMACC_ARG_CHECK(order == "library" || order == "triangular",
+                         "%s: library or triangular, got '%s'", k.c_str(), v);
+         o.triangularRounds = order == "triangular";
        }},
       {"--schedule",
        [&](auto&, auto v) {
@@ -169,6 +173,7 @@ SimOptions parseOptions(int argc, char** argv) {
     else if (k == "--no-cross-rail-penalty") c.crossRailPenalised = false;
     else if (k == "--signals-fifo") c.signalsBypassNicQueue = false;
     else if (k == "--signal-endpoint") c.signalEndpoint = true;
+    else if (k == "--no-fit-slots") o.planner.fitSlots = false;
     else if (k == "--bottleneck-sharing") c.maxMinSharing = false;
     else if (k == "--nic-fifo") {
       c.nicQueuePerPeer = c.maxMinSharing = false;
