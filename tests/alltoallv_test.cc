@@ -133,6 +133,24 @@ TEST(Alltoallv, EveryDatatype) {
   });
 }
 
+// 10 nodes x 2 with 2 relay slots: enough node rounds for fitted slots (plan::Options::
+// fitSlotsFrom = 4 x slots + 2) and paired rounds. Calls whose blocks fit half a slot (4 KiB)
+// take 4 slots of 4 KiB, the others 2 of 8 KiB, alternating, so the relay geometry changes
+// from call to call under the carried credits.
+TEST(Alltoallv, FittedSlotsChangeFromCallToCall) {
+  const Topo topo{10, 2};
+  const int n = topo.nodes * topo.local;
+  runRanks(n, optionsFor(topo, {{"RMACC_RELAY_BYTES", "16K"}, {"RMACC_RELAY_SLOTS", "2"}}),
+           [&](const RankContext& ctx) {
+             TestComm comm(ctx);
+             for (int call = 0; call < 6; ++call) {
+               const size_t elems = call % 2 ? 1500 : 500;  // 6,000 or 2,000 bytes a block
+               auto counts = makeCounts(Pattern::kUniform, n, elems, 7000 + call);
+               if (oneCall(comm, counts, rmaccFloat32, false, 7000 + call, comm.stream())) return;
+             }
+           });
+}
+
 TEST(Alltoallv, HundredConsecutiveCallsWithChangingCounts) {
   for (Topo topo : {Topo{2, 2}, Topo{3, 3}}) {
     const int n = topo.nodes * topo.local;

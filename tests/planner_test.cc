@@ -568,7 +568,7 @@ TEST(Planner, CarriesStepsAndCreditsAcrossCalls) {
   expectGood({plans[1]});  // a call on its own, from its carry, verifies too
 }
 
-// Fitted slots (Options::fitSlots): 3 nodes x 2, 4 slots of 16 bytes. A call whose payloads
+// Fitted slots (Options::fitSlotsFrom): 3 nodes x 2, 4 slots of 16 bytes. A call whose payloads
 // all fit 8 bytes gets 8 slots of 8; one with a larger payload keeps 4 of 16; chunk counts are
 // the same either way. Every relay step waits for a credit, the first window of a relay's
 // steps in a call for one sent at the start (with another geometry a slot may hold an earlier
@@ -577,7 +577,7 @@ TEST(Planner, CarriesStepsAndCreditsAcrossCalls) {
 TEST(Planner, FittedSlotsFollowTheLargestPayloadAndCreditEveryStep) {
   const Topology t = Topology::blocks(3, 2);
   Options o = opts(16, 4);
-  o.fitSlots = true;
+  o.fitSlotsFrom = 2;
   auto shape = [](uint64_t size) {
     return counts(6, [size](int s, int d) { return s == d ? 0 : size + (uint64_t)(s + d) % 3; });
   };

@@ -100,7 +100,7 @@ TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
     o.minChunksPerRound = c / 4 % 4;  // 0, 1: chunks of a slot; 2, 3: smaller (chunkBytes)
     o.minChunkBytes = c / 16 % 3 + 1;
     o.entryLead = c / 48 % 4 - 1;  // -1 (all at the start), 0, 1, 2
-    o.fitSlots = c % 3 == 1;
+    o.fitSlotsFrom = c % 3 == 1 ? c / 3 % 4 + 2 : 0;  // 2..5 nodes and up
     Carry carry;
     const int calls = (int)uniform(rng, 1, 3);
     for (int k = 0; k < calls; ++k) {

@@ -271,8 +271,10 @@ TEST(SimModel, CrossRailPenaltySlowsOnlyTheDirectSchedule) {
 
 // Pacing (plan::Options::creditWindow, RESULTS §7.3, §19). With a NIC that moves one message
 // at a time (the model before §19), rounds drift apart when nothing holds the nodes together
-// and relays receive several rounds at once; a window of 2 relay steps kept them in step: 0.60
-// of the bound without (window = slots = 4), 0.84 with, on 16 x 2 GPUs at 64 MiB per rank.
+// and relays receive several rounds at once; a window of 2 relay steps kept them in step: on
+// 16 x 2 GPUs at 64 MiB per rank 0.60 of the bound without (window = slots = 4), 0.84 with, in
+// a first call; in a call in steady state, which rmacc-sim now runs (every step credited, the
+// first window's carried, RESULTS §20), 0.73 and 0.75.
 // With a queue per peer, sharing the NIC max-min (what the proxy gets, Cluster), the two
 // chunks a window of 2 lets in flight share the writer's NIC and both land late, so the credit
 // loop stalls: on 64 x 2 the unpaced plan, now the default, reaches 0.90 of the bound, the
@@ -296,8 +298,7 @@ double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: th
 }
 
 TEST(SimModel, CreditWindowKeepsNodesInStepOnAFifoNic) {
-  EXPECT_LT(pacedFraction(false, 0, 16), 0.7);
-  EXPECT_GT(pacedFraction(false, 2, 16), 0.8);
+  EXPECT_LT(pacedFraction(false, 0, 16) + 0.02, pacedFraction(false, 2, 16));
 }
 
 TEST(SimModel, CreditWindowStallsWhenTheNicServesEveryPeer) {
@@ -390,15 +391,15 @@ TEST(SimModel, SignalPassesDataToAnotherPeerNotToItsOwnUnlessOnItsOwnEndpoint) {
   }
 }
 
-// Node rounds: the library's order (Topology) visits every delta once, 0 first, the two
-// directions between a pair of nodes (k and N-k) in adjacent rounds; --round-order triangular
-// (NCCL's order) is a permutation too, and different from 5 nodes on.
-TEST(SimOptions, RoundOrdersVisitEveryDeltaOnce) {
+// Node rounds: paired deltas (Topology::pairedRoundDeltas) visit every delta once, 0 first, the
+// two directions between a pair of nodes (k and N-k) in adjacent rounds; Topology's own order
+// (NCCL's triangular one) is a permutation too, and different from 5 nodes on.
+TEST(Topology, RoundOrdersVisitEveryDeltaOnce) {
   for (int n = 1; n <= 9; ++n) {
     const Topology t = Topology::blocks(n, 1);
-    std::vector<int> d(n);
-    for (int k = 0; k < n; ++k) d[k] = t.roundDelta(k);
-    const std::vector<int> tri = triangularRoundDeltas(n);
+    const std::vector<int> d = Topology::pairedRoundDeltas(n);
+    std::vector<int> tri(n);
+    for (int k = 0; k < n; ++k) tri[k] = t.roundDelta(k);
     for (const std::vector<int>* order : std::vector<const std::vector<int>*>{&d, &tri}) {
       ASSERT_EQ((int)order->size(), n);
       EXPECT_EQ((*order)[0], 0);
@@ -409,7 +410,9 @@ TEST(SimOptions, RoundOrdersVisitEveryDeltaOnce) {
     for (int k = 1; k + 1 < n; k += 2) EXPECT_EQ(d[k] + d[k + 1], n) << n << " nodes, round " << k;
     if (n >= 5) EXPECT_NE(d, tri);
   }
-  EXPECT_EQ(triangularRoundDeltas(8), (std::vector<int>{0, 1, 3, 6, 2, 7, 5, 4}));
+  std::vector<int> tri8;
+  for (int k = 0; k < 8; ++k) tri8.push_back(Topology::blocks(8, 1).roundDelta(k));
+  EXPECT_EQ(tri8, (std::vector<int>{0, 1, 3, 6, 2, 7, 5, 4}));
 }
 
 // The host pays per backend call (preset "h200-host"): rank 0's three CE puts to one peer are
@@ -474,7 +477,8 @@ TEST(SimModel, TraceHasAnEventPerOpAndPerNetworkPut) {
       return n;
     };
     size_t proxyPuts = 0;
-    for (const Op& op : p.ranks[r].ops) proxyPuts += op.lane == Lane::kProxyPut;
+    for (const Op& op : p.ranks[r].ops)  // not the credit waits that share their lane
+      proxyPuts += op.lane == Lane::kProxyPut && op.kind == OpKind::kPut;
     EXPECT_EQ(text.front(), '[');
     EXPECT_EQ(text[text.find_last_not_of('\n')], ']');
     EXPECT_EQ(count("\"ph\":\"X\""), p.ranks[r].ops.size() + proxyPuts) << path;

@@ -56,16 +56,24 @@ void Topology::finish() {
   }
   rankAt_.assign(n, -1);
   for (int r = 0; r < n; ++r) rankAt_[nodeStart_[nodeOf_[r]] + localRankOf_[r]] = r;
-  // Deltas 1, N-1, 2, N-2, ...: the two directions between a pair of nodes go in adjacent
-  // rounds, so a relay's credits and entry signals to a writer of the other node go out before
-  // its own data to that writer, not behind it on their queue pair (RESULTS §20; NCCL's
-  // triangular order k(k+1)/2 mod 2^m put the reverse round anywhere, and credits waited
-  // behind a chunk in flight).
-  roundDelta_.assign(1, 0);
-  for (int k = 1; (int)roundDelta_.size() < nNodes_; ++k) {
-    roundDelta_.push_back(k);
-    if (nNodes_ - k != k && (int)roundDelta_.size() < nNodes_) roundDelta_.push_back(nNodes_ - k);
+  // NCCL's p2p schedule trick: deltas k(k+1)/2 mod P (P = next power of two >= N), keeping
+  // those < N, visit every delta 0..N-1 exactly once, and spread consecutive rounds apart.
+  int p = 1;
+  while (p < nNodes_) p <<= 1;
+  roundDelta_.clear();
+  for (int k = 0; (int)roundDelta_.size() < nNodes_; ++k) {
+    int d = (int)(((long long)k * (k + 1) / 2) % p);
+    if (d < nNodes_) roundDelta_.push_back(d);
   }
+}
+
+std::vector<int> Topology::pairedRoundDeltas(int nNodes) {
+  std::vector<int> deltas{0};
+  for (int k = 1; (int)deltas.size() < nNodes; ++k) {
+    deltas.push_back(k);
+    if (nNodes - k != k && (int)deltas.size() < nNodes) deltas.push_back(nNodes - k);
+  }
+  return deltas;
 }
 
 void Topology::setRoundDeltas(const std::vector<int>& deltas) {

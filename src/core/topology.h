@@ -50,10 +50,12 @@ class Topology {
   int roundDelta(int k) const { return roundDelta_[k]; }
   int sendNode(int node, int k) const { return (node + roundDelta_[k]) % nNodes_; }
   int recvNode(int node, int k) const { return (node - roundDelta_[k] + nNodes_) % nNodes_; }
-  // Node rounds in another order (rmacc-sim's --round-order; the library keeps the one it
-  // derives): deltas[k] for k = 0 .. nNodes-1, a permutation of 0 .. nNodes-1 starting at 0.
-  // Throws rmaccInvalidArgument otherwise.
+  // Node rounds in another order: deltas[k] for k = 0 .. nNodes-1, a permutation of
+  // 0 .. nNodes-1 starting at 0. Throws rmaccInvalidArgument otherwise.
   void setRoundDeltas(const std::vector<int>& deltas);
+  // Deltas 0, 1, N-1, 2, N-2, ...: the two directions between a pair of nodes in adjacent
+  // rounds (plan::usePairedRounds says when the library takes them).
+  static std::vector<int> pairedRoundDeltas(int nNodes);
 
   bool operator==(const Topology& o) const { return nodeOf_ == o.nodeOf_; }
   std::string describe() const;

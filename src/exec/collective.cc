@@ -313,15 +313,16 @@ void CollectiveEngine::checkPlanOptionsAgree() {
                   describe(all[r]).c_str());
 }
 
-plan::Options CollectiveEngine::planOptions() const {
-  const Config& cfg = ctx_.cfg;
+plan::Options CollectiveEngine::planOptions() const { return planOptionsOf(ctx_.cfg); }
+
+plan::Options planOptionsOf(const Config& cfg) {
   plan::Options opt;
   opt.slots = cfg.relaySlots;
   opt.slotBytes = cfg.relayBytes / cfg.relaySlots;
   opt.maxPutBytes = cfg.maxPutBytes;
   opt.entrySignals = cfg.entrySync == EntrySync::kSignals;
   opt.creditWindow = cfg.creditWindow;
-  opt.fitSlots = true;  // RESULTS §20
+  opt.fitSlotsFrom = 4 * opt.slots + 2;  // RESULTS §20
   return opt;
 }
 

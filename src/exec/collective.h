@@ -29,6 +29,10 @@
 
 namespace rmacc {
 
+// The planner's options from the configuration (RMACC_RELAY_*, RMACC_MAX_PUT_BYTES, ...), the
+// same on every rank (CollectiveEngine checks it at init).
+plan::Options planOptionsOf(const Config& cfg);
+
 struct AlltoallvArgs {
   const void* sendbuff = nullptr;
   void* recvbuff = nullptr;

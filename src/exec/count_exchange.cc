@@ -404,7 +404,7 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
   std::vector<uint64_t> fwd(L_, 0);
   std::vector<int64_t> last(L_, 0);
   if (v.ok()) {
-    const plan::Options call = plan::callOptions(options_, in.largestPayload);
+    const plan::Options call = plan::callOptions(options_, in.largestPayload, nNodes_);
     const std::vector<int> base = plan::roundBases(in.roundChunks, call);
     uint64_t pos = 0;
     for (const Writer& w : writers_) {

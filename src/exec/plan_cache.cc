@@ -14,13 +14,13 @@ void PlanCache::makeKey(const plan::Options& opt, const plan::RankInputs& in) {
     key_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
   };
   steps_.clear();
-  const uint64_t slots = (uint64_t)plan::callOptions(opt, in.largestPayload).slots;
+  const uint64_t slots = (uint64_t)plan::callOptions(opt, in.largestPayload, topo_.nNodes()).slots;
   for (uint64_t t : in.writerStep) steps_.insert(steps_.end(), {t % slots, std::min<uint64_t>(t, slots)});
   steps_.insert(steps_.end(), {in.relayStepsBefore % slots, std::min<uint64_t>(in.relayStepsBefore, slots)});
   for (const std::vector<uint64_t>* v :
        {&in.send, &in.recv, &in.relayIn, &in.roundChunks, &in.forwardSignals, &in.writerOffset})
     append(*v);
-  steps_.push_back(slots);  // the call's geometry (Options::fitSlots)
+  steps_.push_back(slots);  // the call's geometry (Options::fitSlotsFrom)
   append(steps_);
   append(in.forwardLastBatch);
 }

@@ -132,15 +132,18 @@ struct Options {
   // other peers, a lead of 2 lets writers run ahead and the rounds drift (256 MiB at 32 x 8
   // 0.63 of the bound, 0.99 with 1).
   int entryLead = 1;
-  // Fitted slots (RESULTS §20): a call whose every relay payload fits in half a slot gets twice
-  // the slots of half the size (callOptions, plan_build.h), so that twice as many relay steps
-  // are in flight in the same relay memory; chunk counts do not change (no payload of such a
-  // call needed more than one chunk). Because the geometry may then differ from one call to
-  // the next, every relay step waits for a credit, the first window of a relay's steps in a
-  // call for one sent at the start of the relay's call (today's rule exempts a fresh relay's
-  // first window: with another geometry, a slot it takes may hold an earlier call's bytes).
-  // The library sets it; false keeps one geometry for every call.
-  bool fitSlots = false;
+  // Fitted slots (RESULTS §20), on communicators of at least this many nodes (0: never): a call
+  // whose every relay payload fits in half a slot gets twice the slots of half the size
+  // (callOptions, plan_build.h), so that twice as many relay steps are in flight in the same
+  // relay memory; chunk counts do not change (no payload of such a call needed more than one
+  // chunk). Because the geometry may then differ from one call to the next, every relay step
+  // waits for a credit there, the first window of a relay's steps in a call for one sent at the
+  // start of the relay's call (a fresh relay's first window needs none only while the geometry
+  // stays: with another, a slot it takes may hold an earlier call's bytes). The library sets
+  // 4 x slots + 2 (more node rounds than four times the slots; with fewer, twice the window put
+  // most of a call's rounds in flight at once and 8-node calls lost up to 0.12 of their bound
+  // in rmacc-sim) and orders the node rounds in pairs there (plan::usePairedRounds).
+  int fitSlotsFrom = 0;
 };
 
 // Rounds per batch that `options` allows: roundsPerBatch capped at creditWindow(options) / 2,

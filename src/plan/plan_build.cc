@@ -99,10 +99,12 @@ uint64_t chunkBytes(uint64_t total, const Options& options) {
   return std::min(slot, std::max<uint64_t>(1, (want + unit - 1) / unit) * unit);
 }
 
-Options callOptions(const Options& base, uint64_t largestPayload) {
+bool usePairedRounds(int nNodes, const Options& options) { return fitsSlots(nNodes, options); }
+
+Options callOptions(const Options& base, uint64_t largestPayload, int nNodes) {
   Options o = base;
-  if (base.fitSlots && base.minChunksPerRound <= 1 && base.slotBytes >= 2 &&
-      largestPayload <= base.slotBytes / 2) {
+  if (fitsSlots(nNodes, base) && base.minChunksPerRound <= 1 &&
+      base.slotBytes >= 2 && largestPayload <= base.slotBytes / 2) {
     o.slots = base.slots * 2;
     o.slotBytes = base.slotBytes / 2;
   }

@@ -102,15 +102,25 @@ inline BlockForwards blockForwards(uint64_t start, uint64_t len, uint64_t chunk,
   return f;
 }
 
-// The options one call is planned with: `base`, or with Options::fitSlots and every relay
-// payload of the call (one writer's bytes for one relay in one round, communicator-wide) at
-// most half a slot, twice the slots of half the size. Every party that plans or checks a call
-// derives its options from the same largest payload.
-Options callOptions(const Options& base, uint64_t largestPayload);
-// Whether relay step t (counted over calls) waits for a credit: past the window, or always with
-// fitted slots (Options::fitSlots).
-inline bool stepNeedsCredit(uint64_t t, const Options& options) {
-  return options.fitSlots || t >= (uint64_t)creditWindow(options);
+// Whether a communicator of nNodes orders its node rounds 1, N-1, 2, N-2, ...
+// (Topology::pairedRoundDeltas): where slots are fitted (fitsSlots). The two directions
+// between a pair of nodes then go in adjacent rounds, so a relay's credits and entry signals to
+// a writer of the other node go out before its own data to that writer, not behind it on their
+// queue pair (with NCCL's triangular order the reverse round falls anywhere).
+bool usePairedRounds(int nNodes, const Options& options);
+// The options one call is planned with: `base`, or where slots are fitted (fitsSlots) and every
+// relay payload of the call (one writer's bytes for one relay in one round,
+// communicator-wide) is at most half a slot, twice the slots of half the size. Every party that
+// plans or checks a call derives its options from the same largest payload.
+Options callOptions(const Options& base, uint64_t largestPayload, int nNodes);
+// Whether calls on nNodes may get fitted slots (Options::fitSlotsFrom).
+inline bool fitsSlots(int nNodes, const Options& options) {
+  return options.fitSlotsFrom > 0 && nNodes >= options.fitSlotsFrom;
+}
+// Whether relay step t (counted over calls) waits for a credit: past the window, or always where
+// slots are fitted.
+inline bool stepNeedsCredit(uint64_t t, const Options& options, int nNodes) {
+  return fitsSlots(nNodes, options) || t >= (uint64_t)creditWindow(options);
 }
 
 // Pipeline positions of the entry signal and of the entry wait between a writer and a rank of

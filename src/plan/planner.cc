@@ -236,7 +236,7 @@ void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   // Slot reuse: step t overwrites step t-S, so the writer waits for the relay's credit; with
   // pacing it waits for step t-W's (W <= S), which also says step t-S is forwarded.
   int credit = -1;
-  if (stepNeedsCredit(t, opt_)) {
+  if (stepNeedsCredit(t, opt_, topo_.nNodes())) {
     credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
   }
   // The chunk goes in one put (a gather of its blocks' segments) per maxPutBytes, each with
@@ -298,7 +298,7 @@ void Planner::addCredits(int relay) {
   const uint64_t window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps.size(); ++s) {
     const uint64_t t = first + s;
-    if (!stepNeedsCredit(t, opt_)) continue;  // a fresh relay's first window
+    if (!stepNeedsCredit(t, opt_, topo_.nNodes())) continue;  // a fresh relay's first window
     Op credit = putOp(Lane::kProxyPut, steps[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
     if (s >= window) {  // step t - window is this call's
       const Step& prev = steps[s - window];
@@ -347,7 +347,7 @@ void Planner::finish(Plan& plan) {
 Plan Planner::run() {
   Plan plan;
   plan.topo = topo_;
-  opt_ = callOptions(opt_, largestPayload());
+  opt_ = callOptions(opt_, largestPayload(), topo_.nNodes());
   plan.options = opt_;
   plan.bytes = bytes_;
   plan.before.relaySteps = before_;

@@ -34,7 +34,7 @@ MatrixInputs::MatrixInputs(const Topology& topo, const std::vector<uint64_t>& by
       largest_ = std::max(largest_, total);
     }
   }
-  options_ = callOptions(options, largest_);  // chunk counts are the same under both
+  options_ = callOptions(options, largest_, topo.nNodes());  // chunk counts are the same under both
   // A round takes as many positions as its busiest relay: the chunks of all its writers.
   for (int k = 1; k < nNodes_; ++k)
     for (int r = 0; r < n_; ++r)

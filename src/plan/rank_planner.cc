@@ -44,7 +44,7 @@ struct Scratch {
 class RankPlanner {
  public:
   RankPlanner(const Topology& topo, const Options& opt, const RankInputs& in, Scratch& s)
-      : topo_(topo), opt_(callOptions(opt, in.largestPayload)), in_(in), me_(in.rank), node_(topo.nodeOf(me_)),
+      : topo_(topo), opt_(callOptions(opt, in.largestPayload, topo.nNodes())), in_(in), me_(in.rank), node_(topo.nodeOf(me_)),
         i_(topo.localRankOf(me_)), L_(topo.nodeSize(node_)), W_(relayWriterSlots(topo, me_)),
         nNodes_(topo.nNodes()), s_(s), drafts_(s.drafts), roundBase_(s.roundBase),
         entryWait_(s.entryWait), steps_(s.steps), step_(in.relayStepsBefore) {
@@ -226,7 +226,7 @@ void RankPlanner::addWriterChunks(int k) {
     const uint64_t t = in_.writerStep[k] + c, lo = c * chunk, hi = std::min(total, lo + chunk);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
     int credit = -1;
-    if (stepNeedsCredit(t, opt_))
+    if (stepNeedsCredit(t, opt_, topo_.nNodes()))
       credit = add(waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
     forEachPiece(hi - lo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
       add(putOp(Lane::kProxyPut, relay, {}, {Region::kRelay, -1, slotOff + off}, len,
@@ -301,7 +301,7 @@ void RankPlanner::addCredits() {
   const uint64_t window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps_.size(); ++s) {
     const uint64_t t = first + s;
-    if (!stepNeedsCredit(t, opt_)) continue;
+    if (!stepNeedsCredit(t, opt_, topo_.nNodes())) continue;
     Op credit = putOp(Lane::kProxyPut, steps_[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
     if (s >= window) {  // step t - window is this call's
       const Scratch::Step& prev = steps_[s - window];

@@ -38,7 +38,7 @@ struct RankInputs {
   std::vector<uint64_t> forwardSignals;
   std::vector<int> forwardLastBatch;
   // The largest relay payload of the call, communicator-wide (one writer's bytes for one relay
-  // in one round): it decides the call's options (callOptions, Options::fitSlots).
+  // in one round): it decides the call's options (callOptions, Options::fitSlotsFrom).
   uint64_t largestPayload = 0;
 };
 

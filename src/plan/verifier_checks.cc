@@ -126,7 +126,7 @@ void checkCall(const std::vector<Plan>& calls, const std::vector<RelayOracle>& o
   const Plan& p = calls[c];
   const int n = p.topo.nRanks();
   if (!(p.topo == calls[0].topo)) fail("call %d: topology differs from call 0", c);
-  // Slots may change from call to call (Options::fitSlots), the relay memory may not.
+  // Slots may change from call to call (Options::fitSlotsFrom), the relay memory may not.
   if ((uint64_t)p.options.slots * p.options.slotBytes !=
       (uint64_t)calls[0].options.slots * calls[0].options.slotBytes) {
     fail("call %d: relay memory differs from call 0 (the relay buffer must stay put)", c);

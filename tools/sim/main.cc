@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "plan/plan_build.h"
 #include "options.h"
 #include "report.h"
 #include "runner.h"
@@ -18,7 +19,9 @@ int main(int argc, char** argv) {
     const Cluster& c = o.cluster;
     const auto bytes = makeTraffic(o.traffic, c.nodes, c.gpusPerNode);
     rmacc::Topology topo = rmacc::Topology::blocks(c.nodes, c.gpusPerNode);
-    if (o.triangularRounds) topo.setRoundDeltas(triangularRoundDeltas(c.nodes));
+    const bool paired = o.roundOrder == "paired" ||
+                        (o.roundOrder == "library" && rmacc::plan::usePairedRounds(c.nodes, o.planner));
+    if (paired) topo.setRoundDeltas(rmacc::Topology::pairedRoundDeltas(c.nodes));
     for (Schedule s : o.schedules) {
       const auto t0 = std::chrono::steady_clock::now();
       rmacc::plan::Plan plan = buildSchedule(s, topo, bytes, o.planner, o.verify);

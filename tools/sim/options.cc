@@ -36,9 +36,10 @@ const char* kUsage =
     "          --min-chunks C  --min-chunk-bytes SIZE   (Options::minChunksPerRound,\n"
     "          ::minChunkBytes: cut each relay payload into >= C chunks of >= SIZE; 0: off)\n"
     "          --entry-lead P   (Options::entryLead: remote entry signals P positions ahead\n"
-    "          of their round; -1: all at the start)  --round-order library|triangular\n"
-    "          (node rounds 1, N-1, 2, N-2, ... as the library, or NCCL's k(k+1)/2 order)\n"
-    "          --no-fit-slots (Options::fitSlots off: one relay geometry for every call)\n"
+    "          of their round; -1: all at the start)  --round-order library|triangular|paired\n"
+    "          (node rounds as the library orders them, NCCL's k(k+1)/2 order, or 1, N-1,\n"
+    "          2, N-2, ...)\n"
+    "          --no-fit-slots (Options::fitSlotsFrom 0: one relay geometry for every call)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -74,23 +75,12 @@ uint64_t size(const std::string& opt, const char* v) {
 
 }  // namespace
 
-std::vector<int> triangularRoundDeltas(int nNodes) {
-  int p = 1;
-  while (p < nNodes) p <<= 1;
-  std::vector<int> deltas;
-  for (long long k = 0; (int)deltas.size() < nNodes; ++k) {
-    const int d = (int)(k * (k + 1) / 2 % p);
-    if (d < nNodes) deltas.push_back(d);
-  }
-  return deltas;
-}
-
 SimOptions parseOptions(int argc, char** argv) {
   SimOptions o;
-  o.planner.fitSlots = true;  // as the library plans (src/exec/collective.cc planOptions)
   Cluster& c = o.cluster;
   MoeRouter& m = o.traffic.moe;
   int slots = 4;
+  bool fit = true;
   using Setter = std::function<void(const std::string&, const char*)>;
   const std::map<std::string, Setter> withValue = {
       {"--preset", [&](auto&, auto v) { c = preset(v); }},
@@ -150,9 +140,9 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--round-order",
        [&](auto& k, auto v) {
          const std::string order = v;
-         RMACC_ARG_CHECK(order == "library" || order == "triangular",
-                         "%s: library or triangular, got '%s'", k.c_str(), v);
-         o.triangularRounds = order == "triangular";
+         RMACC_ARG_CHECK(order == "library" || order == "triangular" || order == "paired",
+                         "%s: library, triangular or paired, got '%s'", k.c_str(), v);
+         o.roundOrder = order;
        }},
       {"--schedule",
        [&](auto&, auto v) {
@@ -173,7 +163,7 @@ SimOptions parseOptions(int argc, char** argv) {
     else if (k == "--no-cross-rail-penalty") c.crossRailPenalised = false;
     else if (k == "--signals-fifo") c.signalsBypassNicQueue = false;
     else if (k == "--signal-endpoint") c.signalEndpoint = true;
-    else if (k == "--no-fit-slots") o.planner.fitSlots = false;
+    else if (k == "--no-fit-slots") fit = false;
     else if (k == "--bottleneck-sharing") c.maxMinSharing = false;
     else if (k == "--nic-fifo") {
       c.nicQueuePerPeer = c.maxMinSharing = false;
@@ -191,6 +181,7 @@ SimOptions parseOptions(int argc, char** argv) {
                   (unsigned long long)(o.relayBytes / slots));
   o.planner.slots = slots;
   o.planner.slotBytes = o.relayBytes / slots;
+  o.planner.fitSlotsFrom = fit ? 4 * slots + 2 : 0;  // as the library (collective.cc planOptionsOf)
   RMACC_ARG_CHECK(o.planner.maxPutBytes > 0, "--max-put must be > 0");
   return o;
 }

@@ -20,14 +20,11 @@ struct SimOptions {
   bool verify = true;
   bool json = false;       // one JSON line per schedule instead of the report
   std::string tracePath;   // RMACC_TRACE_FILE format, %r = rank
-  // Node round order: false, the library's (Topology: 1, N-1, 2, N-2, ...); true, NCCL's
-  // triangular order, the library's before RESULTS §20 (a study).
-  bool triangularRounds = false;
+  // Node round order: "library" (as src/comm/comm.cc orders them: paired when
+  // plan::usePairedRounds, else Topology's triangular order), "triangular" or "paired" (studies,
+  // RESULTS §20).
+  std::string roundOrder = "library";
 };
-
-// Round deltas 0, then k(k+1)/2 mod P (P the next power of two >= N) kept while < N: NCCL's p2p
-// order (SimOptions::triangularRounds).
-std::vector<int> triangularRoundDeltas(int nNodes);
 
 // Parses argv; prints usage and exits 0 on --help. Throws rmaccInvalidArgument naming the bad
 // option on anything malformed.
