@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Relay geometry against traffic (bench/RESULTS.md §20): rmacc-sim's rmacc schedule, network
 # variant, on 8..128 nodes x 8 GPUs, with the 64 MiB relay cut into 4, 8, 16 or 32 slots,
-# signals on the data endpoint (the library today) or on one of their own (--signal-endpoint),
-# node rounds in the library's order or paired (--round-order paired). JSON lines into
-# bench/sim/geometry.jsonl, then a table of the fraction of each traffic's own bound. NODES,
-# CASES, CONFIGS narrow it; SIM picks the binary.
+# signals on the data endpoint (as the library) or on one of their own (--signal-endpoint),
+# node rounds in NCCL's triangular order or paired (--round-order); each geometry fixed for
+# the call (--no-fit-slots). JSON lines into bench/sim/geometry.jsonl, then a table of the
+# fraction of each traffic's own bound. NODES, CASES, CONFIGS narrow it; SIM picks the binary.
+# (The table in RESULTS §20.2 is commit 0a14f66's, where "library" was the triangular order and
+# the model ran a first call; this script now runs calls in steady state, RESULTS §20.4.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIM=${SIM:-build/tools/rmacc-sim}
 NODES=${NODES:-"8 16 32 64 128"}
 CASES=${CASES:-"uniform-256M zipf-256M moe-dsv3"}
 # slots:rounds-per-batch:signal endpoint:round order ("-": the library's default rounds per
-# batch, slots / 2; the first is the library's default)
-CONFIGS=${CONFIGS:-"4:-:0:library 8:4:0:library 16:4:0:library 32:4:0:library
-  4:-:1:library 8:4:1:library 16:4:1:library
+# batch, slots / 2)
+CONFIGS=${CONFIGS:-"4:-:0:triangular 8:4:0:triangular 16:4:0:triangular 32:4:0:triangular
+  4:-:1:triangular 8:4:1:triangular 16:4:1:triangular
   4:-:0:paired 8:4:0:paired 16:4:0:paired 4:-:1:paired 8:4:1:paired 16:4:1:paired"}
 OUT=${OUT:-bench/sim/geometry.jsonl}
 : > "$OUT"
@@ -25,7 +27,7 @@ one() {  # config nodes case
     moe-dsv3) traffic=(--traffic moe --tokens 4096 --hidden 7168 --elem-bytes 2 --experts 256
                        --topk 8 --node-limit 4) ;;
   esac
-  local extra=(--relay-bytes 64M --relay-slots "$s" --round-order "$order")
+  local extra=(--relay-bytes 64M --relay-slots "$s" --round-order "$order" --no-fit-slots)
   [ "$r" != - ] && extra+=(--rounds-per-batch "$r")
   [ "$e" = 1 ] && extra+=(--signal-endpoint)
   "$SIM" --preset h200 --schedule rmacc --no-verify --host-us 0 --enqueue-us-per-op 0 \
