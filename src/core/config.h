@@ -71,7 +71,9 @@ enum class ParamVisibility { kPublic, kInternal };
     "`32`", "collective calls a rank may have enqueued and not yet finished; the next call "     \
     "waits on the host until one finishes")                                                       \
   X(int, relaySlots, 4, "RMACC_RELAY_SLOTS", IntParam<2 COMMA 1024>, kInternal, "`4`",            \
-    "slots the relay memory is split into (≥ 2); round k uses slot k mod S")                      \
+    "slots the relay memory is split into (≥ 2); relay step t uses slot t mod S. On 4 × S + 2 "  \
+    "nodes or more, a call whose every relay payload fits half a slot gets 2 × S slots of half "  \
+    "the size, and node rounds go in pairs (bench/RESULTS.md §20.4)")                             \
   X(int, creditWindow, 0, "RMACC_CREDIT_WINDOW", IntParam<0 COMMA 1024>, kInternal, "`0`",        \
     "relay steps a writer may run ahead of its relay's forwards (pacing; `0`: the slot count)")   \
   X(EntrySync, entrySync, EntrySync::kSignals, "RMACC_ENTRY_SYNC", EnumParam<EntrySync>,          \
