@@ -15,6 +15,7 @@
 #include "exec/in_graph_calls.h"
 #include "exec/signal_space.h"
 #include "exec/trace.h"
+#include "plan/plan_build.h"
 #include "plan/plan_internal.h"
 #include "plan/rank_planner.h"
 
@@ -322,7 +323,7 @@ plan::Options planOptionsOf(const Config& cfg) {
   opt.maxPutBytes = cfg.maxPutBytes;
   opt.entrySignals = cfg.entrySync == EntrySync::kSignals;
   opt.creditWindow = cfg.creditWindow;
-  opt.fitSlotsFrom = 4 * opt.slots + 2;  // RESULTS §20
+  opt.fitSlotsFrom = plan::libraryFitSlotsFrom(opt.slots);
   return opt;
 }
 

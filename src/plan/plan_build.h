@@ -113,6 +113,9 @@ bool usePairedRounds(int nNodes, const Options& options);
 // communicator-wide) is at most half a slot, twice the slots of half the size. Every party that
 // plans or checks a call derives its options from the same largest payload.
 Options callOptions(const Options& base, uint64_t largestPayload, int nNodes);
+// Options::fitSlotsFrom as the library sets it for `slots` slots: more node rounds than four
+// times the slots (RESULTS §20.4). rmacc-sim plans with the same.
+inline int libraryFitSlotsFrom(int slots) { return 4 * slots + 2; }
 // Whether calls on nNodes may get fitted slots (Options::fitSlotsFrom).
 inline bool fitsSlots(int nNodes, const Options& options) {
   return options.fitSlotsFrom > 0 && nNodes >= options.fitSlotsFrom;

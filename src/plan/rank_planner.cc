@@ -44,7 +44,8 @@ struct Scratch {
 class RankPlanner {
  public:
   RankPlanner(const Topology& topo, const Options& opt, const RankInputs& in, Scratch& s)
-      : topo_(topo), opt_(callOptions(opt, in.largestPayload, topo.nNodes())), in_(in), me_(in.rank), node_(topo.nodeOf(me_)),
+      : topo_(topo), opt_(callOptions(opt, in.largestPayload, topo.nNodes())), in_(in),
+        me_(in.rank), node_(topo.nodeOf(me_)),
         i_(topo.localRankOf(me_)), L_(topo.nodeSize(node_)), W_(relayWriterSlots(topo, me_)),
         nNodes_(topo.nNodes()), s_(s), drafts_(s.drafts), roundBase_(s.roundBase),
         entryWait_(s.entryWait), steps_(s.steps), step_(in.relayStepsBefore) {

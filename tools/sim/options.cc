@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "plan/plan_build.h"
 
 namespace rmacc::sim {
 namespace {
@@ -181,7 +182,7 @@ SimOptions parseOptions(int argc, char** argv) {
                   (unsigned long long)(o.relayBytes / slots));
   o.planner.slots = slots;
   o.planner.slotBytes = o.relayBytes / slots;
-  o.planner.fitSlotsFrom = fit ? 4 * slots + 2 : 0;  // as the library (collective.cc planOptionsOf)
+  o.planner.fitSlotsFrom = fit ? plan::libraryFitSlotsFrom(slots) : 0;
   RMACC_ARG_CHECK(o.planner.maxPutBytes > 0, "--max-put must be > 0");
   return o;
 }
