@@ -47,6 +47,7 @@ std::string diff(const plan::RankInputs& got, const plan::RankInputs& want) {
                         cmp("relayIn", got.relayIn, want.relayIn),
                         cmp("roundChunks", got.roundChunks, want.roundChunks),
                         cmp("writerStep", got.writerStep, want.writerStep),
+                        cmp("writerCallStep", got.writerCallStep, want.writerCallStep),
                         cmp("writerOffset", got.writerOffset, want.writerOffset),
                         cmp("forwardSignals", got.forwardSignals, want.forwardSignals),
                         cmp("forwardLastBatch", got.forwardLastBatch, want.forwardLastBatch)})

@@ -507,6 +507,74 @@ TEST(Planner, RemoteEntrySignalsGoOutWithTheirRound) {
   }
 }
 
+// A round's direct put goes after its relay chunks, at the round's last position, so that the
+// forwards of the last chunk overlap it on the wire (directPositions); with one node round (2
+// nodes) at its first, where it fills the NIC while later chunks wait for credits.
+TEST(Planner, DirectPutsFollowTheirRoundsChunks) {
+  const auto b6 = [](int n) { return counts(n, [](int s, int d) { return s == d ? 0 : 6; }); };
+  for (int nodes : {2, 3}) {
+    const Topology t = Topology::blocks(nodes, 2);
+    const Plan p = planOf(t, b6(2 * nodes), opts(4, 4));  // 6-byte payloads: 2 chunks a round
+    for (int r = 0; r < 2 * nodes; ++r) {
+      const auto& ops = p.ranks[r].ops;
+      auto direct = find(p, r, [](const Op& op) {
+        return isDirectPut(op) && op.lane == Lane::kProxyPut;
+      });
+      for (int i : direct) {
+        auto chunks = find(p, r, [&](const Op& op) {
+          return op.kind == OpKind::kPut && op.dst.region == Region::kRelay &&
+                 op.peer == ops[i].peer;
+        });
+        ASSERT_EQ(chunks.size(), 2u);
+        const Op& last = ops[chunks[1]];
+        EXPECT_EQ(ops[i].batch, nodes == 2 ? ops[chunks[0]].batch : last.batch) << "r" << r;
+        EXPECT_EQ(i > chunks[1], nodes > 2) << "r" << r;
+      }
+    }
+    expectGood({p, planOf(t, b6(2 * nodes), opts(4, 4), p.after)});
+  }
+}
+
+// Past a relay's first window, its first steps of a call wait for credits carried from the
+// relay's start of the call, sent with no deps, so they also say the relay entered the call: a
+// writer's direct put into its relay of another node (its rail peer) then depends on that
+// credit wait, and the relay sends it no entry signal (plan_build.h entryByCredit). On fresh
+// relays the entry signal stays. A direct put that does not wait for that credit may land in a
+// rank that has not entered the call yet, and the verifier finds it.
+TEST(Planner, CarriedCreditIsTheRemoteEntry) {
+  const Topology t = Topology::blocks(2, 2);
+  const auto b = counts(4, [](int s, int d) { return 3 + s + 2 * d; });
+  std::vector<Plan> plans;
+  Carry carry;
+  for (int call = 0; call < 3; ++call) {  // 1 relay step per call: call 2's is step 2 = window
+    plans.push_back(planOf(t, b, opts(8, 2), carry));
+    carry = plans.back().after;
+  }
+  for (int call : {0, 2}) {
+    const Plan& p = plans[call];
+    for (int r = 0; r < 4; ++r) {
+      const int q = r ^ 2;  // r's rail peer on the other node: its relay and direct target
+      auto direct = find(p, r, [&](const Op& op) { return isDirectPut(op) && op.peer == q; });
+      ASSERT_EQ(direct.size(), 1u);
+      const Op& put = p.ranks[r].ops[direct[0]];
+      ASSERT_EQ(put.deps.size(), 1u);
+      const Op& gate = p.ranks[r].ops[put.deps[0]];
+      EXPECT_TRUE(isWait(gate, call == 0 ? kPlanCtxEntry : kPlanCtxCredit)) << "call " << call;
+      EXPECT_EQ(gate.peer, q);
+      auto entry =
+          find(p, q, [&](const Op& op) { return isSignal(op, kPlanCtxEntry) && op.peer == r; });
+      EXPECT_EQ(entry.size(), call == 0 ? 1u : 0u) << "call " << call << " r" << q << " -> r" << r;
+    }
+  }
+  expectGood(plans);
+  // r0's direct put to r2 first on its lane, not gated: it may land before r2 entered call 2.
+  auto direct = find(plans[2], 0, [](const Op& op) { return isDirectPut(op) && op.peer == 2; });
+  ASSERT_EQ(direct.size(), 1u);
+  plans[2].ranks[0].ops[direct[0]].deps.clear();
+  moveOp(plans[2], 0, direct[0], 0);
+  expectCaught(plans, "before r2 entered call 2");
+}
+
 TEST(Planner, SplitsPutsAtMaxPutBytes) {
   Plan p = planOf(Topology::blocks(2, 2), counts(4, [](int, int) { return 10; }), opts(8, 2, 3));
   for (int r = 0; r < 4; ++r)

@@ -58,10 +58,11 @@ struct RelayEntry {
   uint64_t firstStep;     // the relay step at which the writer's chunks start at the relay
   uint64_t writerOffset;  // steps of that round taken there by writers before this one
   uint64_t offsetForYou;  // where the writer's own block lands in the relay's target
+  uint64_t callStep;      // firstStep less the relay's steps in earlier calls
 };
 // What a writer learns of its relay on another node (step 3, gather 4).
 struct WriterEntry {
-  uint64_t firstStep, writerOffset, offsetForYou;
+  uint64_t firstStep, writerOffset, offsetForYou, callStep;
   RemoteRegion remote;  // the relay's network target (the writer puts its own block there)
 };
 
@@ -309,7 +310,7 @@ void CountExchange::relaySchedule(uint64_t seq, const Mine& mine, Result& out, V
     uint64_t total = 0;
     for (int j = 0; j < L_; ++j)
       if (j != local_) total += in.relayIn[((size_t)w.k * W_ + w.m) * L_ + j];
-    const RelayEntry e{step, step - roundStart, mine.offset[w.rank]};
+    const RelayEntry e{step, step - roundStart, mine.offset[w.rank], step - relaySteps_};
     memcpy(rec.data() + sizeof(Verdict) + sizeof(RelayEntry) * t, &e, sizeof(e));
     step += plan::chunkCount(total, options_);
   }
@@ -340,7 +341,7 @@ void CountExchange::railReplies(uint64_t seq, const Mine& mine, Result& out, Ver
       const int j = i % L_, m = i / L_;  // the relay of a's local rank i, and its writer slot
       const RelayEntry& r = at<RelayEntry>(
           relayRecords_[j], sizeof(Verdict) + sizeof(RelayEntry) * (size_t)(writerIndex_[(size_t)j * nNodes_ + a] + m));
-      const WriterEntry e{r.firstStep, r.writerOffset, r.offsetForYou,
+      const WriterEntry e{r.firstStep, r.writerOffset, r.offsetForYou, r.callStep,
                           j == local_ ? mine.header.remote : out.localHeader[j].remote};
       memcpy(msg.data() + sizeof(h) + sizeof(Verdict) + sizeof(WriterEntry) * i, &e, sizeof(e));
       if (j != local_) out.bytes.sharedRead += sizeof(RelayEntry);
@@ -375,6 +376,7 @@ void CountExchange::railReplies(uint64_t seq, const Mine& mine, Result& out, Ver
     const WriterEntry& e = at<WriterEntry>(block, 8 + sizeof(WriterEntry) * (size_t)local_);
     if (a >= 1) in.roundChunks[a] = at<uint64_t>(block, 0);
     in.writerStep[k] = e.firstStep;
+    in.writerCallStep[k] = e.callStep;
     in.writerOffset[k] = e.writerOffset;
     out.railRemote[a] = e.remote;
     out.railOffset[a] = e.offsetForYou;
@@ -450,6 +452,7 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
   in.relayIn.assign((size_t)nNodes_ * W_ * L_, 0);
   in.roundChunks.assign(nNodes_, 0);
   in.writerStep.assign(nNodes_, 0);
+  in.writerCallStep.assign(nNodes_, 0);
   in.writerOffset.assign(nNodes_, 0);
   in.relayStepsBefore = relaySteps_;
   // This rank's relay payload to each round's node: its blocks there but the relay's own.

@@ -18,7 +18,8 @@ void PlanCache::makeKey(const plan::Options& opt, const plan::RankInputs& in) {
   for (uint64_t t : in.writerStep) steps_.insert(steps_.end(), {t % slots, std::min<uint64_t>(t, slots)});
   steps_.insert(steps_.end(), {in.relayStepsBefore % slots, std::min<uint64_t>(in.relayStepsBefore, slots)});
   for (const std::vector<uint64_t>* v :
-       {&in.send, &in.recv, &in.relayIn, &in.roundChunks, &in.forwardSignals, &in.writerOffset})
+       {&in.send, &in.recv, &in.relayIn, &in.roundChunks, &in.forwardSignals, &in.writerOffset,
+        &in.writerCallStep})
     append(*v);
   steps_.push_back(slots);  // the call's geometry (Options::fitSlotsFrom)
   append(steps_);

@@ -149,4 +149,13 @@ std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks, const Opti
   return base;
 }
 
+std::vector<int> directPositions(const std::vector<int>& base,
+                                 const std::vector<uint64_t>& roundChunks) {
+  const size_t nNodes = base.size() - 1;
+  std::vector<int> at(nNodes, 0);
+  for (size_t k = 1; k < nNodes; ++k)
+    at[k] = nNodes <= 2 ? base[k] : base[k] + (int)std::max<uint64_t>(1, roundChunks[k]) - 1;
+  return at;
+}
+
 }  // namespace rmacc::plan

@@ -126,6 +126,18 @@ inline bool stepNeedsCredit(uint64_t t, const Options& options, int nNodes) {
   return fitsSlots(nNodes, options) || t >= (uint64_t)creditWindow(options);
 }
 
+// Whether a writer's entry wait on its relay of another node (the rank it also puts straight
+// into) is its credit wait for its first chunk there: that chunk is step `callStep` of the
+// relay's call (absolute step t) and waits for a credit carried from the relay's start, which
+// the relay sends with no deps at the start of its call, so it also says the relay entered the
+// call. The relay then sends no entry signal to that writer: one signal fewer for each proxy,
+// out and in, per pair of nodes and call, and the first window's puts wait for one signal,
+// not two behind each other in the proxies (rmacc-sim, RESULTS §21).
+inline bool entryByCredit(uint64_t callStep, uint64_t t, const Options& options, int nNodes) {
+  return options.entrySignals && callStep < (uint64_t)creditWindow(options) &&
+         stepNeedsCredit(t, options, nNodes);
+}
+
 // Pipeline positions of the entry signal and of the entry wait between a writer and a rank of
 // another node into which it puts directly in round k (Options::entryLead), from the round's
 // first position: the wait just before the round's puts, the signal entryLead positions earlier
@@ -148,5 +160,14 @@ std::vector<Op> sortDrafts(std::vector<Draft>& drafts, int rank);
 // at least one (for the direct puts); consecutive rounds of at most one chunk share a position,
 // roundsPerBatch(options) of them at most (fewer batches when rounds carry little data).
 std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks, const Options& options);
+// Pipeline position of each round's direct puts (index 0 unused), from roundBases' result and
+// the same chunk counts: the round's last, so that they leave after the round's relay chunks and
+// the forwards of the last chunk overlap them on the wire instead of following it (rmacc-sim,
+// RESULTS §21: the DeepSeek-V3-like dispatch on 8 x 8 GPUs 0.88 -> 0.94 of its bound, zipf
+// 256 MiB on 8 / 16 nodes 0.75 / 0.86 -> 0.85 / 0.92). With one node round (2 nodes) its first:
+// nothing else then fills the writer's NIC while the round's later chunks wait for credits, and
+// a large direct block (a hot receiver's) at the end cost the dispatch 0.98 -> 0.93.
+std::vector<int> directPositions(const std::vector<int>& base,
+                                 const std::vector<uint64_t>& roundChunks);
 
 }  // namespace rmacc::plan

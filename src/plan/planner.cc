@@ -5,8 +5,9 @@
 // the same rank, or a signal from one rank to the wait it satisfies on another -- goes from a
 // strictly smaller key to a larger one:
 //   entry signal (q,Start) -> entry wait (p,EntryWait), q <= p -> puts/forwards of batch p or
-//   later (between node-mates q = p = 0; to a remote writer p is the first position of the
-//   round of its direct put and q = p - entryLead, remoteEntryPositions in plan_build.h);
+//   later (between node-mates q = p = 0; to a remote writer p is the position of its direct
+//   put, directPositions, and q = p - entryLead, remoteEntryPositions in plan_build.h; or the
+//   entry is the writer's first credit wait, carried from the relay's start, entryByCredit);
 //   credit wait (p,CreditWait) -> relay put (p,Put) -> relay wait (p+1,RelayWait)
 //   -> forwards (p+1,Forward) -> credit for step t+W (p+1,Credit) -> its credit wait at
 //   (p',CreditWait) with p' >= p+2, because one relay takes at most W/2 steps per position
@@ -88,10 +89,30 @@ class Planner {
   std::vector<uint64_t> dataCount_;     // [dest*n + src]: kSigData signals dest gets from src
   std::vector<int> lastDataBatch_;      // [dest*n + src]: batch of the last of them
   std::vector<int> roundBase_;          // first pipeline position of round k
+  std::vector<int> directPos_;          // position of round k's direct puts (directPositions)
   std::vector<uint64_t> before_;        // relay steps of earlier calls
   std::vector<uint64_t> steps_;         // next relay step per relay rank
   std::vector<std::vector<Step>> relaySteps_;  // this call's steps per relay rank
+  std::vector<char> entryByCredit_;     // [writer*n + relay]: the carried credit is the entry
+  void markEntryByCredit();
 };
+
+// Which remote writers' entry is their first credit wait (entryByCredit): a relay's steps of
+// this call come round by round, each round's writers in turn, chunk by chunk.
+void Planner::markEntryByCredit() {
+  entryByCredit_.assign((size_t)n_ * n_, 0);
+  const uint64_t window = (uint64_t)creditWindow(opt_);
+  for (int r = 0; r < n_; ++r) {
+    uint64_t s = 0;
+    for (int k = 1; k < topo_.nNodes() && s < window; ++k)
+      for (const Payload& p : payloadsOf(r, k)) {
+        const uint64_t c = chunkCount(p.total, opt_);
+        if (c > 0 && entryByCredit(s, before_[r] + s, opt_, topo_.nNodes()))
+          entryByCredit_[(size_t)p.writer * n_ + r] = 1;
+        s += c;
+      }
+  }
+}
 
 int Planner::add(int rank, Op op, int batch, Phase phase, int keyBatch) {
   op.batch = batch;
@@ -131,8 +152,10 @@ std::vector<int> Planner::writersInto(int dest) const {
 // first write into dest. One signal per (dest, writer) pair and call; every write of that
 // writer into dest depends on that one wait. Relay buffers need none: credits guard them.
 // A remote writer's only write into dest is its direct put of one round, so its signal and
-// wait are placed by that round (Options::entryLead) and the proxies send and take in one per
-// round instead of all of them before the first put.
+// wait are placed by that put (Options::entryLead) and the proxies send and take in one per
+// round instead of all of them before the first put; where dest is also the writer's relay and
+// the writer's first chunk there waits for a credit carried from dest's start, that credit wait
+// is the entry wait and dest sends no entry signal (entryByCredit).
 void Planner::addEntry() {
   if (!opt_.entrySignals) return;
   std::vector<int> roundFrom(topo_.nNodes(), 0);  // [node]: the round whose writers sit there
@@ -141,10 +164,11 @@ void Planner::addEntry() {
     for (int k = 1; k < topo_.nNodes(); ++k) roundFrom[topo_.recvNode(node, k)] = k;
     for (int w : writersInto(d)) {
       const bool local = topo_.sameNode(w, d);
+      if (!local && entryByCredit_[(size_t)w * n_ + d]) continue;  // its first credit wait
       // A remote writer only puts into d directly, in the round that pairs their nodes.
       const EntryPositions at =
           local ? EntryPositions{0, 0}
-                : remoteEntryPositions(roundBase_[roundFrom[topo_.nodeOf(w)]], opt_);
+                : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_);
       add(d, putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}),
           at.signal, kPhaseStart);
       entryWait_[(size_t)w * n_ + d] =
@@ -216,6 +240,7 @@ void Planner::layoutRounds() {
     }
   }
   roundBase_ = roundBases(chunks, opt_);
+  directPos_ = directPositions(roundBase_, chunks);
 }
 
 void Planner::addRelay(int relay, int k) {
@@ -238,6 +263,8 @@ void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   int credit = -1;
   if (stepNeedsCredit(t, opt_, topo_.nNodes())) {
     credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
+    if (c == 0 && entryByCredit_[(size_t)w * n_ + relay] && entryWait_[(size_t)w * n_ + relay] < 0)
+      entryWait_[(size_t)w * n_ + relay] = credit;
   }
   // The chunk goes in one put (a gather of its blocks' segments) per maxPutBytes, each with
   // one signal: the relay waits for the pieces, not for every block of them.
@@ -270,10 +297,11 @@ void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   relaySteps_[relay].push_back(std::move(step));
 }
 
-// The block for the rail peer of the round's target node goes straight into its receive buffer.
+// The block for the rail peer of the round's target node goes straight into its receive buffer,
+// after the round's relay chunks (directPositions).
 void Planner::addDirect(int src, int k) {
   const int d = topo_.railPeer(src, topo_.sendNode(topo_.nodeOf(src), k));
-  const int entry = entryWait_[(size_t)src * n_ + d], pos = roundBase_[k];
+  const int entry = entryWait_[(size_t)src * n_ + d], pos = directPos_[k];
   forEachPiece(count(src, d), opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
     add(src,
         putOp(Lane::kProxyPut, d, {Region::kSend, d, off}, {Region::kRecv, src, off}, len,
@@ -352,6 +380,7 @@ Plan Planner::run() {
   plan.bytes = bytes_;
   plan.before.relaySteps = before_;
   layoutRounds();  // first: entry signals and waits are placed by round
+  markEntryByCredit();
   addEntry();
   for (int s = 0; s < n_; ++s) addIntraNode(s);
   for (int k = 1; k < topo_.nNodes(); ++k) {

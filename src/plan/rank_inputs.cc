@@ -66,6 +66,7 @@ RankInputs MatrixInputs::of(int rank) const {
   for (int s = 0; s < n_; ++s) in.recv[s] = count(s, rank);
   in.relayIn.assign((size_t)nNodes_ * W * L, 0);
   in.writerStep.assign(nNodes_, 0);
+  in.writerCallStep.assign(nNodes_, 0);
   in.writerOffset.assign(nNodes_, 0);
   for (int k = 1; k < nNodes_; ++k) {
     const int from = t.recvNode(node, k);
@@ -81,6 +82,7 @@ RankInputs MatrixInputs::of(int rank) const {
     for (int e = 1; e < k; ++e) step += chunksAt(relay, e, INT_MAX);
     in.writerOffset[k] = chunksAt(relay, k, i);
     in.writerStep[k] = step + in.writerOffset[k];
+    in.writerCallStep[k] = in.writerStep[k] - before_.relaySteps[relay];
   }
   in.roundChunks = roundChunks_;
   in.relayStepsBefore = before_.relaySteps[rank];

@@ -10,6 +10,9 @@
 namespace rmacc::plan {
 namespace {
 
+// entryWait_ of a relay whose carried credit is this rank's entry, until that wait is drafted.
+constexpr int kEntryIsCredit = -2;
+
 // A source that writes into this rank's receive buffer, for its completion wait.
 struct Source {
   int rank;
@@ -35,7 +38,8 @@ struct Scratch {
   std::vector<Draft> drafts;
   std::vector<int> deps, forwards, where, order, bucket;
   std::vector<Step> steps;
-  std::vector<int> roundBase, entryWait, writers, targets, roundFrom, roundTo;
+  std::vector<uint64_t> callStep;  // [k * W + m]: relay step of this call of writer m's first chunk
+  std::vector<int> roundBase, directPos, entryWait, writers, targets, roundFrom, roundTo;
   std::vector<Block> blocks;
   std::vector<Segment> segs;
   std::vector<Source> srcs;
@@ -48,6 +52,7 @@ class RankPlanner {
         me_(in.rank), node_(topo.nodeOf(me_)),
         i_(topo.localRankOf(me_)), L_(topo.nodeSize(node_)), W_(relayWriterSlots(topo, me_)),
         nNodes_(topo.nNodes()), s_(s), drafts_(s.drafts), roundBase_(s.roundBase),
+        directPos_(s.directPos),
         entryWait_(s.entryWait), steps_(s.steps), step_(in.relayStepsBefore) {
     drafts_.clear();
     s.deps.clear();
@@ -75,6 +80,7 @@ class RankPlanner {
   int addDeps(const int* deps, int n);
   void sortInto(RankPlan& out);
   bool forwardsTo(int j);
+  void relayCallSteps();
   void addEntry();
   void addIntraNode();
   const std::vector<Block>& payload(int k, int m, uint64_t* total);
@@ -93,6 +99,7 @@ class RankPlanner {
   Scratch& s_;
   std::vector<Scratch::Draft>& drafts_;
   std::vector<int>& roundBase_;
+  std::vector<int>& directPos_;        // [k]: position of round k's direct puts (directPositions)
   std::vector<int>& entryWait_;        // [rank]: this rank's entry wait on it, or -1
   std::vector<Scratch::Step>& steps_;  // this call's relay steps on this rank
   uint64_t step_;               // next relay step
@@ -124,6 +131,23 @@ bool RankPlanner::forwardsTo(int j) {
     for (int m = 0; writerLocal(k, m) >= 0; ++m)
       if (relayIn(k, m, j) > 0) return true;
   return false;
+}
+
+// Where each writer's first chunk falls among this rank's relay steps of the call (s_.callStep),
+// as far as the credit window reaches (beyond it no entry is a credit).
+void RankPlanner::relayCallSteps() {
+  s_.callStep.assign((size_t)nNodes_ * W_, UINT64_MAX);
+  const uint64_t window = (uint64_t)creditWindow(opt_);
+  uint64_t s = 0;
+  for (int k = 1; k < nNodes_ && s < window; ++k) {
+    for (int m = 0; writerLocal(k, m) >= 0; ++m) {
+      uint64_t total;
+      payload(k, m, &total);
+      const uint64_t chunks = chunkCount(total, opt_);
+      if (chunks > 0) s_.callStep[(size_t)k * W_ + m] = s;
+      s += chunks;
+    }
+  }
 }
 
 // Entry signals to the ranks that write into this one, and entry waits on the ranks this one
@@ -165,19 +189,35 @@ void RankPlanner::addEntry() {
     roundFrom[topo_.recvNode(node_, k)] = k;
     roundTo[topo_.sendNode(node_, k)] = k;
   }
+  relayCallSteps();
   for (int w : writers) {
     const bool local = topo_.sameNode(w, me_);
+    if (!local) {  // the credit carried to its first chunk here may be its entry (entryByCredit)
+      const int k = roundFrom[topo_.nodeOf(w)], m = (topo_.localRankOf(w) - i_) / L_;
+      const uint64_t s = s_.callStep[(size_t)k * W_ + m];
+      if (s != UINT64_MAX && entryByCredit(s, in_.relayStepsBefore + s, opt_, nNodes_)) continue;
+    }
     const EntryPositions at =
         local ? EntryPositions{0, 0}
-              : remoteEntryPositions(roundBase_[roundFrom[topo_.nodeOf(w)]], opt_);
+              : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_);
     add(putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}),
         at.signal, kPhaseStart);
   }
   for (int d : targets) {
     const bool local = topo_.sameNode(d, me_);
+    if (!local) {  // d is also this rank's relay there: its first credit may be the entry
+      const int k = roundTo[topo_.nodeOf(d)];
+      uint64_t total = 0;
+      if (topo_.nodeSize(topo_.nodeOf(d)) > 1) payload(k, -1, &total);
+      if (chunkCount(total, opt_) > 0 &&
+          entryByCredit(in_.writerCallStep[k], in_.writerStep[k], opt_, nNodes_)) {
+        entryWait_[d] = kEntryIsCredit;  // set by addWriterChunks
+        continue;
+      }
+    }
     const EntryPositions at =
         local ? EntryPositions{0, 0}
-              : remoteEntryPositions(roundBase_[roundTo[topo_.nodeOf(d)]], opt_);
+              : remoteEntryPositions(directPos_[roundTo[topo_.nodeOf(d)]], opt_);
     entryWait_[d] = add(waitOp(local ? Lane::kCeWait : Lane::kProxyWait, d, kPlanCtxEntry, 0, 1),
                         at.wait, kPhaseEntryWait);
   }
@@ -229,6 +269,7 @@ void RankPlanner::addWriterChunks(int k) {
     int credit = -1;
     if (stepNeedsCredit(t, opt_, topo_.nNodes()))
       credit = add(waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
+    if (c == 0 && entryWait_[relay] == kEntryIsCredit) entryWait_[relay] = credit;
     forEachPiece(hi - lo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
       add(putOp(Lane::kProxyPut, relay, {}, {Region::kRelay, -1, slotOff + off}, len,
                 kPlanCtxColl, kSigRelay, {}),
@@ -288,7 +329,7 @@ void RankPlanner::addRelayWriter(int k, int m, int& pos) {
 
 void RankPlanner::addDirect(int k) {
   const int d = topo_.railPeer(me_, topo_.sendNode(node_, k));
-  const int entry = entryWait_[d], pos = roundBase_[k];
+  const int entry = entryWait_[d], pos = directPos_[k];
   forEachPiece(send(d), opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
     add(putOp(Lane::kProxyPut, d, {Region::kSend, d, off}, {Region::kRecv, me_, off}, len,
               kPlanCtxColl, kSigData, {}),
@@ -338,7 +379,7 @@ void RankPlanner::addFinalWaits() {
     for (int wi = i_; a != node_ && wi < topo_.nodeSize(a); wi += L_) {
       const int s = topo_.rankAt(a, wi);
       const uint64_t direct = pieceCount(recv(s), opt_.maxPutBytes);
-      if (direct > 0) srcs.push_back({s, direct, roundBase_[roundFrom[a]]});
+      if (direct > 0) srcs.push_back({s, direct, directPos_[roundFrom[a]]});
     }
   }
   std::sort(srcs.begin(), srcs.end(), [](const Source& a, const Source& b) { return a.rank < b.rank; });
@@ -399,6 +440,7 @@ void RankPlanner::sortInto(RankPlan& out) {
 void RankPlanner::run(RankPlanResult& out) {
   work_.entriesRead += in_.roundChunks.size();
   roundBase_ = roundBases(in_.roundChunks, opt_);
+  directPos_ = directPositions(roundBase_, in_.roundChunks);
   addEntry();
   addIntraNode();
   for (int k = 1; k < nNodes_; ++k) {

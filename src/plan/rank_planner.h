@@ -31,6 +31,10 @@ struct RankInputs {
   uint64_t relayStepsBefore = 0;        // this rank's relay steps in earlier calls
   // [k]: relay step (at the round-k relay, counted over calls) of this rank's first chunk there.
   std::vector<uint64_t> writerStep;
+  // [k]: the same step counted from the round-k relay's first step of this call (writerStep[k]
+  // less that relay's steps in earlier calls): whether that chunk's credit is carried from the
+  // relay's start, and then is also its entry signal (entryByCredit, plan_build.h).
+  std::vector<uint64_t> writerCallStep;
   // [k]: pipeline positions taken at the round-k relay by the writers before this rank (the
   // ranks of node N on the same rail with a lower local rank; 0 when nodes have equal sizes).
   std::vector<uint64_t> writerOffset;
