@@ -277,8 +277,10 @@ TEST(SimModel, CrossRailPenaltySlowsOnlyTheDirectSchedule) {
 // first window's carried, RESULTS §20), 0.73 and 0.75.
 // With a queue per peer, sharing the NIC max-min (what the proxy gets, Cluster), the two
 // chunks a window of 2 lets in flight share the writer's NIC and both land late, so the credit
-// loop stalls: on 64 x 2 the unpaced plan, now the default, reaches 0.90 of the bound, the
-// paced one 0.83.
+// loop stalled: on 64 x 2 the unpaced plan, the default, reached 0.90 of the bound, the paced
+// one 0.83. Since direct puts follow their round's chunks and carried credits are the remote
+// entries (RESULTS §21) pacing no longer matters there: 16 x 2 on the FIFO NIC 0.96 either
+// way, 64 x 2 per peer 0.90 either way.
 double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: the defaults
   Cluster c = preset("h200");
   c.nodes = nodes;
@@ -297,13 +299,15 @@ double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: th
          boundAlgbw(c);
 }
 
-TEST(SimModel, CreditWindowKeepsNodesInStepOnAFifoNic) {
-  EXPECT_LT(pacedFraction(false, 0, 16) + 0.02, pacedFraction(false, 2, 16));
+TEST(SimModel, CreditWindowOnAFifoNic) {
+  EXPECT_NEAR(pacedFraction(false, 0, 16), 0.965, 0.01);
+  EXPECT_NEAR(pacedFraction(false, 2, 16), 0.961, 0.01);
 }
 
-TEST(SimModel, CreditWindowStallsWhenTheNicServesEveryPeer) {
+TEST(SimModel, CreditWindowWhenTheNicServesEveryPeer) {
   const double unpaced = pacedFraction(true, 0, 64), paced = pacedFraction(true, 2, 64);
-  EXPECT_GT(unpaced, paced + 0.05);
+  EXPECT_NEAR(unpaced, 0.90, 0.01);
+  EXPECT_NEAR(paced, 0.90, 0.01);
   EXPECT_NEAR(pacedFraction(true, -1, 64), unpaced, 1e-9) << "the default is the unpaced plan";
 }
 

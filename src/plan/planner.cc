@@ -104,13 +104,16 @@ void Planner::markEntryByCredit() {
   const uint64_t window = (uint64_t)creditWindow(opt_);
   for (int r = 0; r < n_; ++r) {
     uint64_t s = 0;
-    for (int k = 1; k < topo_.nNodes() && s < window; ++k)
+    for (int k = 1; k < topo_.nNodes() && s < window; ++k) {
+      int pos = roundBase_[k];  // of the payload's first chunk: not after the direct put
       for (const Payload& p : payloadsOf(r, k)) {
         const uint64_t c = chunkCount(p.total, opt_);
-        if (c > 0 && entryByCredit(s, before_[r] + s, opt_, topo_.nNodes()))
+        if (c > 0 && pos <= directPos_[k] && entryByCredit(s, before_[r] + s, opt_, topo_.nNodes()))
           entryByCredit_[(size_t)p.writer * n_ + r] = 1;
         s += c;
+        pos += (int)c;
       }
+    }
   }
 }
 

@@ -134,18 +134,22 @@ bool RankPlanner::forwardsTo(int j) {
 }
 
 // Where each writer's first chunk falls among this rank's relay steps of the call (s_.callStep),
-// as far as the credit window reaches (beyond it no entry is a credit).
+// as far as the credit window reaches (beyond it no entry is a credit), for writers whose first
+// chunk is not put after their direct put (with unequal nodes a later writer of a round starts
+// after the round's first position, where the direct put is with one node round).
 void RankPlanner::relayCallSteps() {
   s_.callStep.assign((size_t)nNodes_ * W_, UINT64_MAX);
   const uint64_t window = (uint64_t)creditWindow(opt_);
   uint64_t s = 0;
   for (int k = 1; k < nNodes_ && s < window; ++k) {
+    int pos = roundBase_[k];  // of writer m's first chunk: not after its direct put
     for (int m = 0; writerLocal(k, m) >= 0; ++m) {
       uint64_t total;
       payload(k, m, &total);
       const uint64_t chunks = chunkCount(total, opt_);
-      if (chunks > 0) s_.callStep[(size_t)k * W_ + m] = s;
+      if (chunks > 0 && pos <= directPos_[k]) s_.callStep[(size_t)k * W_ + m] = s;
       s += chunks;
+      pos += (int)chunks;
     }
   }
 }
@@ -209,7 +213,8 @@ void RankPlanner::addEntry() {
       const int k = roundTo[topo_.nodeOf(d)];
       uint64_t total = 0;
       if (topo_.nodeSize(topo_.nodeOf(d)) > 1) payload(k, -1, &total);
-      if (chunkCount(total, opt_) > 0 &&
+      const bool before = roundBase_[k] + (int)in_.writerOffset[k] <= directPos_[k];
+      if (chunkCount(total, opt_) > 0 && before &&
           entryByCredit(in_.writerCallStep[k], in_.writerStep[k], opt_, nNodes_)) {
         entryWait_[d] = kEntryIsCredit;  // set by addWriterChunks
         continue;
