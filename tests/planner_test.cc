@@ -507,6 +507,42 @@ TEST(Planner, RemoteEntrySignalsGoOutWithTheirRound) {
   }
 }
 
+// In a call with fitted slots every relay step waits for a credit, in the first window one
+// carried from the relay's start, later ones sent after this call's forwards: each says the
+// relay is in the call, so every remote writer's direct put depends on its credit wait and no
+// remote entry signal is sent (11 nodes x 2: 10 relay steps a call against a window of 8). A
+// call whose payloads do not fit half a slot keeps its entry signals past the first window.
+TEST(Planner, FittedCallsTakeEveryFirstCreditAsTheEntry) {
+  const Topology t = Topology::blocks(11, 2);
+  Options o = opts(16, 4);
+  o.fitSlotsFrom = 2;
+  const auto b = [](uint64_t len) {
+    return counts(22, [len](int s, int d) { return s == d ? 0 : len; });
+  };
+  const Plan fitted = planOf(t, b(4), o), wide = planOf(t, b(12), o, fitted.after);
+  ASSERT_EQ(fitted.options.slots, 8);
+  ASSERT_EQ(wide.options.slots, 4);
+  auto remoteEntries = [&](const Plan& p) {
+    int n = 0;
+    for (int r = 0; r < 22; ++r)
+      n += (int)find(p, r, [&](const Op& op) {
+             return isSignal(op, kPlanCtxEntry) && !t.sameNode(op.peer, r);
+           }).size();
+    return n;
+  };
+  EXPECT_EQ(remoteEntries(fitted), 0);
+  EXPECT_EQ(remoteEntries(wide), 22 * (10 - 4));  // rounds past the window of 4
+  for (int r = 0; r < 22; ++r)
+    for (int i : find(fitted, r, [&](const Op& op) {
+           return isDirectPut(op) && op.lane == Lane::kProxyPut;
+         })) {
+      const Op& put = fitted.ranks[r].ops[i];
+      ASSERT_EQ(put.deps.size(), 1u);
+      EXPECT_TRUE(isWait(fitted.ranks[r].ops[put.deps[0]], kPlanCtxCredit)) << "r" << r;
+    }
+  expectGood({fitted, wide});
+}
+
 // A round's direct put goes after its relay chunks, at the round's last position, so that the
 // forwards of the last chunk overlap it on the wire (directPositions); with one node round (2
 // nodes) at its first, where it fills the NIC while later chunks wait for credits.

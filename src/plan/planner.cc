@@ -94,6 +94,7 @@ class Planner {
   std::vector<uint64_t> steps_;         // next relay step per relay rank
   std::vector<std::vector<Step>> relaySteps_;  // this call's steps per relay rank
   std::vector<char> entryByCredit_;     // [writer*n + relay]: the carried credit is the entry
+  bool fitted_ = false;                 // the call's slots are fitted (callOptions)
   void markEntryByCredit();
 };
 
@@ -104,11 +105,12 @@ void Planner::markEntryByCredit() {
   const uint64_t window = (uint64_t)creditWindow(opt_);
   for (int r = 0; r < n_; ++r) {
     uint64_t s = 0;
-    for (int k = 1; k < topo_.nNodes() && s < window; ++k) {
+    for (int k = 1; k < topo_.nNodes() && (s < window || fitted_); ++k) {
       int pos = roundBase_[k];  // of the payload's first chunk: not after the direct put
       for (const Payload& p : payloadsOf(r, k)) {
         const uint64_t c = chunkCount(p.total, opt_);
-        if (c > 0 && pos <= directPos_[k] && entryByCredit(s, before_[r] + s, opt_, topo_.nNodes()))
+        if (c > 0 && pos <= directPos_[k] &&
+            entryByCredit(s, before_[r] + s, opt_, topo_.nNodes(), fitted_))
           entryByCredit_[(size_t)p.writer * n_ + r] = 1;
         s += c;
         pos += (int)c;
@@ -378,7 +380,9 @@ void Planner::finish(Plan& plan) {
 Plan Planner::run() {
   Plan plan;
   plan.topo = topo_;
+  const int baseSlots = opt_.slots;
   opt_ = callOptions(opt_, largestPayload(), topo_.nNodes());
+  fitted_ = opt_.slots != baseSlots;
   plan.options = opt_;
   plan.bytes = bytes_;
   plan.before.relaySteps = before_;

@@ -48,7 +48,8 @@ struct Scratch {
 class RankPlanner {
  public:
   RankPlanner(const Topology& topo, const Options& opt, const RankInputs& in, Scratch& s)
-      : topo_(topo), opt_(callOptions(opt, in.largestPayload, topo.nNodes())), in_(in),
+      : topo_(topo), opt_(callOptions(opt, in.largestPayload, topo.nNodes())),
+        fitted_(opt_.slots != opt.slots), in_(in),
         me_(in.rank), node_(topo.nodeOf(me_)),
         i_(topo.localRankOf(me_)), L_(topo.nodeSize(node_)), W_(relayWriterSlots(topo, me_)),
         nNodes_(topo.nNodes()), s_(s), drafts_(s.drafts), roundBase_(s.roundBase),
@@ -94,6 +95,7 @@ class RankPlanner {
 
   const Topology& topo_;
   const Options opt_;  // the call's (callOptions)
+  const bool fitted_;  // its slots are fitted
   const RankInputs& in_;
   const int me_, node_, i_, L_, W_, nNodes_;
   Scratch& s_;
@@ -141,7 +143,7 @@ void RankPlanner::relayCallSteps() {
   s_.callStep.assign((size_t)nNodes_ * W_, UINT64_MAX);
   const uint64_t window = (uint64_t)creditWindow(opt_);
   uint64_t s = 0;
-  for (int k = 1; k < nNodes_ && s < window; ++k) {
+  for (int k = 1; k < nNodes_ && (s < window || fitted_); ++k) {
     int pos = roundBase_[k];  // of writer m's first chunk: not after its direct put
     for (int m = 0; writerLocal(k, m) >= 0; ++m) {
       uint64_t total;
@@ -199,7 +201,8 @@ void RankPlanner::addEntry() {
     if (!local) {  // the credit carried to its first chunk here may be its entry (entryByCredit)
       const int k = roundFrom[topo_.nodeOf(w)], m = (topo_.localRankOf(w) - i_) / L_;
       const uint64_t s = s_.callStep[(size_t)k * W_ + m];
-      if (s != UINT64_MAX && entryByCredit(s, in_.relayStepsBefore + s, opt_, nNodes_)) continue;
+      if (s != UINT64_MAX && entryByCredit(s, in_.relayStepsBefore + s, opt_, nNodes_, fitted_))
+        continue;
     }
     const EntryPositions at =
         local ? EntryPositions{0, 0}
@@ -215,7 +218,7 @@ void RankPlanner::addEntry() {
       if (topo_.nodeSize(topo_.nodeOf(d)) > 1) payload(k, -1, &total);
       const bool before = roundBase_[k] + (int)in_.writerOffset[k] <= directPos_[k];
       if (chunkCount(total, opt_) > 0 && before &&
-          entryByCredit(in_.writerCallStep[k], in_.writerStep[k], opt_, nNodes_)) {
+          entryByCredit(in_.writerCallStep[k], in_.writerStep[k], opt_, nNodes_, fitted_)) {
         entryWait_[d] = kEntryIsCredit;  // set by addWriterChunks
         continue;
       }
