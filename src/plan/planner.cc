@@ -7,7 +7,7 @@
 //   entry signal (q,Start) -> entry wait (p,EntryWait), q <= p -> puts/forwards of batch p or
 //   later (between node-mates q = p = 0; to a remote writer p is the position of its direct
 //   put, directPositions, and q = p - entryLead, remoteEntryPositions in plan_build.h; or the
-//   entry is the writer's first credit wait, carried from the relay's start, entryByCredit);
+//   entry is the writer's credit wait for its first chunk at that rank, entryByCredit);
 //   credit wait (p,CreditWait) -> relay put (p,Put) -> relay wait (p+1,RelayWait)
 //   -> forwards (p+1,Forward) -> credit for step t+W (p+1,Credit) -> its credit wait at
 //   (p',CreditWait) with p' >= p+2, because one relay takes at most W/2 steps per position
@@ -93,7 +93,7 @@ class Planner {
   std::vector<uint64_t> before_;        // relay steps of earlier calls
   std::vector<uint64_t> steps_;         // next relay step per relay rank
   std::vector<std::vector<Step>> relaySteps_;  // this call's steps per relay rank
-  std::vector<char> entryByCredit_;     // [writer*n + relay]: the carried credit is the entry
+  std::vector<char> entryByCredit_;     // [writer*n + relay]: its first credit wait is the entry
   bool fitted_ = false;                 // the call's slots are fitted (callOptions)
   void markEntryByCredit();
 };
@@ -159,8 +159,8 @@ std::vector<int> Planner::writersInto(int dest) const {
 // A remote writer's only write into dest is its direct put of one round, so its signal and
 // wait are placed by that put (Options::entryLead) and the proxies send and take in one per
 // round instead of all of them before the first put; where dest is also the writer's relay and
-// the writer's first chunk there waits for a credit carried from dest's start, that credit wait
-// is the entry wait and dest sends no entry signal (entryByCredit).
+// the writer's first chunk there waits for a credit that says dest entered the call, that
+// credit wait is the entry wait and dest sends no entry signal (entryByCredit).
 void Planner::addEntry() {
   if (!opt_.entrySignals) return;
   std::vector<int> roundFrom(topo_.nNodes(), 0);  // [node]: the round whose writers sit there
@@ -268,8 +268,8 @@ void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   int credit = -1;
   if (stepNeedsCredit(t, opt_, topo_.nNodes())) {
     credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
-    if (c == 0 && entryByCredit_[(size_t)w * n_ + relay] && entryWait_[(size_t)w * n_ + relay] < 0)
-      entryWait_[(size_t)w * n_ + relay] = credit;
+    int& entry = entryWait_[(size_t)w * n_ + relay];
+    if (c == 0 && entryByCredit_[(size_t)w * n_ + relay] && entry < 0) entry = credit;
   }
   // The chunk goes in one put (a gather of its blocks' segments) per maxPutBytes, each with
   // one signal: the relay waits for the pieces, not for every block of them.

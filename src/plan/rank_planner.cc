@@ -10,7 +10,7 @@
 namespace rmacc::plan {
 namespace {
 
-// entryWait_ of a relay whose carried credit is this rank's entry, until that wait is drafted.
+// entryWait_ of a relay whose credit is this rank's entry, until that credit wait is drafted.
 constexpr int kEntryIsCredit = -2;
 
 // A source that writes into this rank's receive buffer, for its completion wait.
@@ -38,7 +38,7 @@ struct Scratch {
   std::vector<Draft> drafts;
   std::vector<int> deps, forwards, where, order, bucket;
   std::vector<Step> steps;
-  std::vector<uint64_t> callStep;  // [k * W + m]: relay step of this call of writer m's first chunk
+  std::vector<uint64_t> callStep;  // [k * W + m]: writer m's first chunk, as a step of the call
   std::vector<int> roundBase, directPos, entryWait, writers, targets, roundFrom, roundTo;
   std::vector<Block> blocks;
   std::vector<Segment> segs;
@@ -136,9 +136,9 @@ bool RankPlanner::forwardsTo(int j) {
 }
 
 // Where each writer's first chunk falls among this rank's relay steps of the call (s_.callStep),
-// as far as the credit window reaches (beyond it no entry is a credit), for writers whose first
-// chunk is not put after their direct put (with unequal nodes a later writer of a round starts
-// after the round's first position, where the direct put is with one node round).
+// as far as entryByCredit looks (the credit window; every step in a fitted call), for writers
+// whose first chunk is not put after their direct put (with unequal nodes a later writer of a
+// round starts after the round's first position, where the direct put is with one node round).
 void RankPlanner::relayCallSteps() {
   s_.callStep.assign((size_t)nNodes_ * W_, UINT64_MAX);
   const uint64_t window = (uint64_t)creditWindow(opt_);
@@ -198,7 +198,7 @@ void RankPlanner::addEntry() {
   relayCallSteps();
   for (int w : writers) {
     const bool local = topo_.sameNode(w, me_);
-    if (!local) {  // the credit carried to its first chunk here may be its entry (entryByCredit)
+    if (!local) {  // the credit for its first chunk here may be its entry (entryByCredit)
       const int k = roundFrom[topo_.nodeOf(w)], m = (topo_.localRankOf(w) - i_) / L_;
       const uint64_t s = s_.callStep[(size_t)k * W_ + m];
       if (s != UINT64_MAX && entryByCredit(s, in_.relayStepsBefore + s, opt_, nNodes_, fitted_))
