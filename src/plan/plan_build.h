@@ -113,6 +113,10 @@ bool usePairedRounds(int nNodes, const Options& options);
 // communicator-wide) is at most half a slot, twice the slots of half the size. Every party that
 // plans or checks a call derives its options from the same largest payload.
 Options callOptions(const Options& base, uint64_t largestPayload, int nNodes);
+// Whether callOptions gave a call planned with `call` fitted slots (from `base`).
+inline bool slotsFitted(const Options& base, const Options& call) {
+  return call.slots != base.slots;
+}
 // Options::fitSlotsFrom as the library sets it for `slots` slots: more node rounds than four
 // times the slots (RESULTS §20.4). rmacc-sim plans with the same.
 inline int libraryFitSlotsFrom(int slots) { return 4 * slots + 2; }

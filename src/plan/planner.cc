@@ -380,9 +380,9 @@ void Planner::finish(Plan& plan) {
 Plan Planner::run() {
   Plan plan;
   plan.topo = topo_;
-  const int baseSlots = opt_.slots;
-  opt_ = callOptions(opt_, largestPayload(), topo_.nNodes());
-  fitted_ = opt_.slots != baseSlots;
+  const Options base = opt_;
+  opt_ = callOptions(base, largestPayload(), topo_.nNodes());
+  fitted_ = slotsFitted(base, opt_);
   plan.options = opt_;
   plan.bytes = bytes_;
   plan.before.relaySteps = before_;

@@ -49,7 +49,7 @@ class RankPlanner {
  public:
   RankPlanner(const Topology& topo, const Options& opt, const RankInputs& in, Scratch& s)
       : topo_(topo), opt_(callOptions(opt, in.largestPayload, topo.nNodes())),
-        fitted_(opt_.slots != opt.slots), in_(in),
+        fitted_(slotsFitted(opt, opt_)), in_(in),
         me_(in.rank), node_(topo.nodeOf(me_)),
         i_(topo.localRankOf(me_)), L_(topo.nodeSize(node_)), W_(relayWriterSlots(topo, me_)),
         nNodes_(topo.nNodes()), s_(s), drafts_(s.drafts), roundBase_(s.roundBase),
