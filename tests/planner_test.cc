@@ -399,27 +399,34 @@ TEST(Planner, CreditsDoNotHoldUpTheBatchsPuts) {
 // lane right before the put. On the proxy-wait lane it sat among the rank's relay-data waits
 // (its own forwards'): a put then left only once the rank's incoming chunk of the previous
 // round had landed, and a late credit held up the rank's forwards (rmacc-sim, RESULTS §19).
+// With 4 slots two small rounds share a position, and each round's put follows its own credit
+// wait: with both waits first, a late credit for one round held up the other's put (RESULTS
+// §22). The second call waits for a credit at every step.
 TEST(Planner, CreditWaitsSitOnTheProxyPutLaneBeforeTheirPut) {
   const Topology topo = Topology::blocks(6, 2);
   const auto b = counts(12, [](int s, int d) { return s == d ? 0 : (uint64_t)(8 + s % 3); });
-  Options o = opts(8, 2);
-  const Plan p = planOf(topo, b, o);
-  int waits = 0;
-  for (int r = 0; r < 12; ++r) {
-    const auto& ops = p.ranks[r].ops;
-    for (int i : find(p, r, [](const Op& op) { return isWait(op, kPlanCtxCredit); })) {
-      ++waits;
-      EXPECT_EQ(ops[i].lane, Lane::kProxyPut) << "r" << r << " op " << i;
-      int next = i + 1;
-      while (next < (int)ops.size() && ops[next].lane != Lane::kProxyPut) ++next;
-      ASSERT_LT(next, (int)ops.size());
-      EXPECT_TRUE(isData(ops[next]) && ops[next].dst.region == Region::kRelay &&
-                  ops[next].peer == ops[i].peer)
-          << "r" << r << ": the op after credit wait " << i << " is not its relay put";
+  for (const Options& o : {opts(8, 2), opts(64, 4)}) {
+    const Plan first = planOf(topo, b, o), second = planOf(topo, b, o, first.after);
+    int waits = 0;
+    for (const Plan* p : {&first, &second}) {
+      for (int r = 0; r < 12; ++r) {
+        const auto& ops = p->ranks[r].ops;
+        for (int i : find(*p, r, [](const Op& op) { return isWait(op, kPlanCtxCredit); })) {
+          ++waits;
+          EXPECT_EQ(ops[i].lane, Lane::kProxyPut) << "r" << r << " op " << i;
+          int next = i + 1;
+          while (next < (int)ops.size() && ops[next].lane != Lane::kProxyPut) ++next;
+          ASSERT_LT(next, (int)ops.size());
+          EXPECT_TRUE(isData(ops[next]) && ops[next].dst.region == Region::kRelay &&
+                      ops[next].peer == ops[i].peer)
+              << o.slots << " slots, r" << r << ": the op after credit wait " << i
+              << " is not its relay put";
+        }
+      }
     }
+    EXPECT_GT(waits, 0);
+    expectGood({first, second});
   }
-  EXPECT_GT(waits, 0);
-  expectGood({p, planOf(topo, b, o, p.after)});
 }
 
 // Pacing (Options::creditWindow): with a window W below the slot count S, the writer of relay

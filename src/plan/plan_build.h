@@ -20,12 +20,12 @@ enum Phase : int {
   kPhaseEntryWait,   // waits for entry signals
   kPhaseRelayWait,   // relay data of a chunk put in the previous batch
   kPhaseForward,     // CE forwards of that chunk
-  kPhaseCreditWait,  // a writer's wait for the credit of the chunk it puts in this batch; on
-                     // its proxy-put lane: on the proxy-wait lane it queued behind the
-                     // relay-data waits of the rank's own forwards (a put then left only once
-                     // the rank's incoming chunk had landed) and held them up in turn
-                     // (RESULTS §19)
-  kPhasePut,         // intra-node CE puts, self copy, relay and direct proxy puts
+  kPhasePut,         // intra-node CE puts, self copy, relay and direct proxy puts; a writer's
+                     // wait for the credit of a relay chunk too, drafted right before that
+                     // chunk's put: on its proxy-put lane (on the proxy-wait lane it queued
+                     // behind the relay-data waits of the rank's own forwards, RESULTS §19),
+                     // and in the same phase, so that where small rounds share a position each
+                     // round's put follows its own credit, not every round's (RESULTS §22)
   kPhaseCredit,      // credit for the step that reuses the slot, after those forwards; after
                      // this batch's puts, which share its proxy-put lane and must not queue
                      // behind forwards they do not depend on

@@ -3,21 +3,23 @@
 // Lane order. Ops are drafted with a sort key (raw batch, phase) and each rank's list is then
 // stably sorted by key, which fixes the order of every lane. Every true dependency -- a dep on
 // the same rank, or a signal from one rank to the wait it satisfies on another -- goes from a
-// strictly smaller key to a larger one:
+// smaller (key, draft) to a larger one; across ranks, from a strictly smaller key:
 //   entry signal (q,Start) -> entry wait (p,EntryWait), q <= p -> puts/forwards of batch p or
 //   later (between node-mates q = p = 0; to a remote writer p is the position of its direct
 //   put, directPositions, and q = p - entryLead, remoteEntryPositions in plan_build.h; or the
 //   entry is the writer's credit wait for its first chunk at that rank, entryByCredit);
-//   credit wait (p,CreditWait) -> relay put (p,Put) -> relay wait (p+1,RelayWait)
+//   credit wait (p,Put) -> relay put (p,Put), drafted after it -> relay wait (p+1,RelayWait)
 //   -> forwards (p+1,Forward) -> credit for step t+W (p+1,Credit) -> its credit wait at
-//   (p',CreditWait) with p' >= p+2, because one relay takes at most W/2 steps per position
+//   (p',Put) with p' >= p+2, because one relay takes at most W/2 steps per position
 //   (one per position in a round of several chunks; small rounds share a position only
 //   roundsPerBatch <= W/2 at a time, plan_build.cc roundBases). W = creditWindow(options) <= S
 //   (S, the slot count, by default); the credit for step t+W also waits for the forwards of
 //   step t+W-S when W < S, which have a smaller key still.
-// So the unfinished op with the smallest key never waits on anything unfinished: with lanes
-// sorted by key there is no deadlock, whatever the counts. Matching waits to signals is also
-// in key order on both ends, so cumulative counts pair each wait with the intended signals.
+// Deps between equal keys go from a credit wait to puts drafted after it (its relay put; the
+// direct put whose entry it is). So the unfinished op with the smallest (key, draft) never
+// waits on anything unfinished: with lanes sorted that way there is no deadlock, whatever the
+// counts. Matching waits to signals is also in key order on both ends, so cumulative counts
+// pair each wait with the intended signals.
 #include "plan/planner.h"
 
 #include <algorithm>
@@ -267,7 +269,7 @@ void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
   // pacing it waits for step t-W's (W <= S), which also says step t-S is forwarded.
   int credit = -1;
   if (stepNeedsCredit(t, opt_, topo_.nNodes())) {
-    credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
+    credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhasePut);
     int& entry = entryWait_[(size_t)w * n_ + relay];
     if (c == 0 && entryByCredit_[(size_t)w * n_ + relay] && entry < 0) entry = credit;
   }

@@ -276,7 +276,7 @@ void RankPlanner::addWriterChunks(int k) {
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
     int credit = -1;
     if (stepNeedsCredit(t, opt_, topo_.nNodes()))
-      credit = add(waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhaseCreditWait);
+      credit = add(waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhasePut);
     if (c == 0 && entryWait_[relay] == kEntryIsCredit) entryWait_[relay] = credit;
     forEachPiece(hi - lo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
       add(putOp(Lane::kProxyPut, relay, {}, {Region::kRelay, -1, slotOff + off}, len,

@@ -111,7 +111,7 @@ void checkOp(const Plan& plan, int call, int r, int i) {
   const bool local = t.sameNode(r, op.peer);
   const bool isPut = op.kind == OpKind::kPut;
   // A writer's wait for a relay's credit gates nothing but its next put there, so it sits on
-  // the proxy-put lane, right before that put (plan_build.h kPhaseCreditWait).
+  // the proxy-put lane, right before that put (plan_build.h kPhasePut).
   const bool credit = !isPut && op.ctx == kPlanCtxCredit;
   const Lane want = isPut ? (local ? Lane::kCePut : Lane::kProxyPut)
                           : local ? Lane::kCeWait
