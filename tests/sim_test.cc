@@ -420,34 +420,42 @@ TEST(Topology, RoundOrdersVisitEveryDeltaOnce) {
 }
 
 // The host pays per backend call (preset "h200-host"): rank 0's three CE puts to one peer are
-// one copy batch (1 + 2 x 0.5 µs) and one batch of their signal writes (0.25 + 2 x 0.125), its
-// two proxy puts one ready-flag store (0.25 + 0.125): 2.875 µs; a wait is one memory op more in
-// a batch (0.125).
+// one copy batch (1 + 2 x 0.5 µs) and one batch of their signal writes (0.25 + 2 x 0.125). On
+// its proxy-put lane, batches of memory ops as the executor makes them: two puts share one
+// ready-flag store, handed over as their run ends (0.25); the credit wait after them and the
+// put after that are one more batch (0.25 + 0.125): 3.125 µs in all. A wait on a wait lane is
+// one memory op more in its dependent's batch (0.125).
 TEST(SimModel, HostPaysPerBackendCall) {
-  const int kColl = plan::kPlanCtxColl;
+  const int kColl = plan::kPlanCtxColl, kCredit = plan::kPlanCtxCredit;
   plan::Plan p;
   p.topo = Topology::blocks(2, 2);
   p.bytes.assign(16, 0);
   p.bytes[1] = 3000;
-  p.bytes[2] = 2000;
+  p.bytes[2] = 3000;
   p.ranks.resize(4);
   for (int k = 0; k < 3; ++k)
     p.ranks[0].ops.push_back(op(OpKind::kPut, Lane::kCePut, 1, 1000, kColl, plan::kSigData, 0,
                                 {}, Region::kSend, Region::kRecv));
-  for (int k = 0; k < 2; ++k)
+  auto proxyPut = [&] {
     p.ranks[0].ops.push_back(op(OpKind::kPut, Lane::kProxyPut, 2, 1000, kColl, plan::kSigData, 0,
                                 {}, Region::kSend, Region::kRecv));
+  };
+  proxyPut();
+  proxyPut();
+  p.ranks[0].ops.push_back(op(OpKind::kWait, Lane::kProxyPut, 2, 0, kCredit, 0, 1, {}));
+  proxyPut();
   p.ranks[1].ops.push_back(op(OpKind::kWait, Lane::kCeWait, 0, 0, kColl, plan::kSigData, 3, {}));
+  p.ranks[2].ops.push_back(op(OpKind::kPut, Lane::kProxyPut, 0, 0, kCredit, 0, 0, {}));
   p.ranks[2].ops.push_back(
-      op(OpKind::kWait, Lane::kProxyWait, 0, 0, kColl, plan::kSigData, 2, {}));
+      op(OpKind::kWait, Lane::kProxyWait, 0, 0, kColl, plan::kSigData, 3, {}));
   Cluster c = bare(2, 2);
   c.enqueueCopyCallUs = 1;
   c.enqueueCopyItemUs = 0.5;
   c.enqueueMemopCallUs = 0.25;
   c.enqueueMemopItemUs = 0.125;
-  EXPECT_DOUBLE_EQ(simulate(p, c).hostUs, 2.875);
-  c.enqueueUsPerOp = 1;  // per op on top: rank 0 enqueues 5 ops
-  EXPECT_DOUBLE_EQ(simulate(p, c).hostUs, 7.875);
+  EXPECT_DOUBLE_EQ(simulate(p, c).hostUs, 3.125);
+  c.enqueueUsPerOp = 1;  // per op on top: rank 0 enqueues 7 ops
+  EXPECT_DOUBLE_EQ(simulate(p, c).hostUs, 10.125);
   const Cluster h = preset("h200-host");
   EXPECT_GT(h.enqueueCopyItemUs, 0);
   EXPECT_EQ(h.enqueueUsPerOp, 0);

@@ -21,8 +21,7 @@ namespace {
 // Copies within the device above this size get the local stream (see streamFor).
 constexpr uint64_t kOwnStreamAbove = 1 << 20;
 // A stream's open batch goes to the backend once it holds this many memory ops, even when
-// nothing else closes it: its ready flags release proxy puts, and waiting for the end of the
-// call would hold those back for as long as the rest takes to enqueue.
+// nothing else closes it (a run of proxy puts closes it sooner, markRunEnds).
 constexpr size_t kFlushAtMemOps = 16;
 
 }  // namespace
@@ -301,6 +300,33 @@ void Executor::flushAll(Batches& batches) {
   for (Batch& b : batches.open) flush(b);
 }
 
+// A run of proxy puts shares one store of its queue's ready flag, which releases them; the
+// batch holding that store goes to the backend as soon as the run ends, that is, when the
+// stream's next op is not a put that joins the store (a wait, or a put that first waits on
+// another stream). Left open, it waited for 16 memory ops or the end of the call, and the
+// puts for as long as the ops in between took to enqueue (rmacc-sim with the host cost per
+// backend call, 2 / 4 / 8 x 8 GPUs at 16 MiB: 0.67 / 0.71 / 0.69 of the bound against
+// 0.71 / 0.77 / 0.74, bench/RESULTS.md §22.7).
+void Executor::markRunEnds(const std::vector<Op>& ops, Call& c) const {
+  c.runEnd.assign(ops.size(), 0);
+  std::map<Stream*, int> lastPut;  // by stream: its latest proxy put whose run is open
+  auto isProxyPut = [&](const Op& op) {
+    return op.kind == OpKind::kPut && !ctx_.topo.sameNode(op.peer, ctx_.rank);
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Stream* s = c.streamOf[i];
+    auto open = lastPut.find(s);
+    if (open != lastPut.end()) {
+      bool joins = isProxyPut(ops[i]);
+      for (int d : ops[i].deps) joins = joins && c.streamOf[d] == s;
+      if (!joins) c.runEnd[open->second] = 1;
+      lastPut.erase(open);
+    }
+    if (isProxyPut(ops[i])) lastPut[s] = (int)i;
+  }
+  for (const auto& [s, i] : lastPut) c.runEnd[i] = 1;
+}
+
 // The streams of the call's ops; which of them only wait (WaitOnly). With a trace every stream
 // runs its own ops, so that each op gets its span.
 void Executor::classify(const std::vector<Op>& ops, Call& c) {
@@ -346,6 +372,7 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
   readyTail_.clear();
   Call c;
   classify(ops, c);
+  markRunEnds(ops, c);
   // The last stream joins the others, runs the finish copies and stores the done flags.
   if (c.used.empty()) c.used.push_back(join_.get());
 
@@ -413,6 +440,7 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
       readyTail_.erase(&s);
     }
     if (crossDep[i]) after[i] = markProgress(batch);
+    if (c.runEnd[i]) flush(batch);
   }
   for (Stream* s : c.used) startOn(*s);  // a call without ops: the join stream
   finishCall(batches, join(batches, c), finish, done);

@@ -18,6 +18,8 @@ using plan::Op;
 using plan::OpKind;
 using plan::Region;
 
+bool isWaitLane(Lane lane) { return lane == Lane::kCeWait || lane == Lane::kProxyWait; }
+
 class Run {
  public:
   Run(const plan::Plan& plan, const Cluster& c, const std::string& tracePath);
@@ -36,6 +38,7 @@ class Run {
     // (groupCalls), in op order; every op is in one.
     std::vector<std::vector<int>> groups;
     std::vector<int> groupOf;
+    std::vector<char> eventAfter;  // another stream depends on it: its progress word follows
     std::vector<Stream> streams;
     std::vector<int> depsLeft;
     std::vector<std::vector<int>> dependents;
@@ -63,6 +66,7 @@ class Run {
   void setUp(int r);
   void groupCalls(int r);
   double callCost(int r, const std::vector<int>& group) const;
+  void enqueue(int r, double base);
   void pump(int r, int s);
   void start(int r, int g);
   void finish(int r, int i);
@@ -141,17 +145,79 @@ void Run::setUp(int r) {
       st.threshold[i] = consumed[key(r, op.peer, op.ctx, op.sigIdx)] += op.count;
   }
   groupCalls(r);
-  // The host enqueues op by op in plan order and pays for a backend call when its last op is
-  // in (the executor hands a batch over when it closes).
-  double host = base;
-  for (size_t i = 0; i < m; ++i) {
-    host += c_.enqueueUsPerOp;
-    const std::vector<int>& g = st.groups[st.groupOf[i]];
-    if (g.back() == (int)i) host += callCost(r, g);
-    st.enqueueAt[i] = host;
-  }
-  hostEnd_ = std::max(hostEnd_, m ? st.enqueueAt[m - 1] : base);
+  enqueue(r, base);
   if (m == 0) st.doneAt = base;
+}
+
+// The host enqueues op by op in plan order and pays for a backend call when its last op is in
+// (the executor hands a batch over when it closes). A call's groups are the CE streams' backend
+// calls; the proxy-put stream is different: the executor keeps one batch of memory ops open on
+// it until a run of puts ends, the batch holds kFlushAtMemOps (16) or the call ends
+// (src/exec/executor.cc), a credit wait or a wait on another stream's progress being one more
+// memory op in it and consecutive puts sharing one ready-flag store. So that stream's ops are
+// handed over, and paid for, batch by batch; its groups only say which of its ops start
+// together.
+void Run::enqueue(int r, double base) {
+  constexpr int kFlushAtMemOps = 16;
+  RankState& st = ranks_[r];
+  const auto& ops = plan_.ranks[r].ops;
+  const int proxyStream = c_.ceStreams + 1;
+  double host = base;
+  std::vector<int> batch, deps;
+  int memOps = 0;
+  bool readyLast = false;
+  std::vector<int> waited(st.streams.size(), -1);  // latest op of each stream already waited for
+  auto handOver = [&] {
+    if (memOps > 0) host += c_.enqueueMemopCallUs + c_.enqueueMemopItemUs * (memOps - 1);
+    for (int j : batch) st.enqueueAt[j] = host;
+    batch.clear();
+    memOps = 0;
+    readyLast = false;
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    host += c_.enqueueUsPerOp;
+    const Op& op = ops[i];
+    if (st.streamOf[i] != proxyStream) {
+      const std::vector<int>& g = st.groups[st.groupOf[i]];
+      if (g.back() == (int)i) host += callCost(r, g);
+      st.enqueueAt[i] = host;
+      continue;
+    }
+    if (memOps >= kFlushAtMemOps) handOver();
+    deps.assign(op.deps.begin(), op.deps.end());  // latest first, as the executor
+    std::sort(deps.begin(), deps.end(), std::greater<int>());
+    for (int d : deps) {
+      const int t = st.streamOf[d];
+      // Wait lanes pay for their waits as groups of their own (callCost).
+      if (t == proxyStream || isWaitLane(ops[d].lane) || d <= waited[t]) continue;
+      waited[t] = d;
+      ++memOps;
+      readyLast = false;
+    }
+    if (op.kind == OpKind::kWait) {
+      memOps += op.count > 0;
+      readyLast = false;
+    } else if (!readyLast) {
+      ++memOps;
+      readyLast = true;
+    }
+    if (st.eventAfter[i]) {  // its progress word, for a dependent on another stream
+      ++memOps;
+      readyLast = false;
+    }
+    batch.push_back((int)i);
+    // The end of a run of puts: the executor hands the batch over (Executor::markRunEnds).
+    if (op.kind == OpKind::kPut) {
+      size_t j = i + 1;
+      while (j < ops.size() && st.streamOf[j] != proxyStream) ++j;
+      bool joins = j < ops.size() && ops[j].kind == OpKind::kPut;
+      for (size_t k = 0; joins && k < ops[j].deps.size(); ++k)
+        joins = st.streamOf[ops[j].deps[k]] == proxyStream;
+      if (!joins) handOver();
+    }
+  }
+  handOver();
+  hostEnd_ = std::max(hostEnd_, host);
 }
 
 // What the driver takes on the host for one backend call (Cluster's enqueue*Call/Item).
@@ -160,8 +226,6 @@ double Run::callCost(int r, const std::vector<int>& group) const {
   const Op& head = ops[group[0]];
   if (head.kind == OpKind::kWait) return c_.enqueueMemopItemUs * (double)group.size();
   auto batch = [](int k, double call, double item) { return k ? call + item * (k - 1) : 0.0; };
-  if (head.lane == Lane::kProxyPut)
-    return batch((int)group.size(), c_.enqueueMemopCallUs, c_.enqueueMemopItemUs);
   int copies = 0, signals = 0;
   for (int i : group) {
     copies += ops[i].bytes > 0;
@@ -170,8 +234,6 @@ double Run::callCost(int r, const std::vector<int>& group) const {
   return batch(copies, c_.enqueueCopyCallUs, c_.enqueueCopyItemUs) +
          batch(signals, c_.enqueueMemopCallUs, c_.enqueueMemopItemUs);
 }
-
-bool isWaitLane(Lane lane) { return lane == Lane::kCeWait || lane == Lane::kProxyWait; }
 
 // What src/exec/executor.cc hands the backend in one call (its Batch): a run of CE puts of one
 // stream (one copy batch, then one batch of their signal writes), or a run of proxy puts (one
@@ -190,7 +252,8 @@ void Run::groupCalls(int r) {
   RankState& st = ranks_[r];
   const auto& ops = plan_.ranks[r].ops;
   const int m = (int)ops.size(), nStreams = (int)st.streams.size();
-  std::vector<char> eventAfter(m, 0);
+  std::vector<char>& eventAfter = st.eventAfter;
+  eventAfter.assign(m, 0);
   for (int i = 0; i < m; ++i)
     for (int d : ops[i].deps) {
       if (st.streamOf[d] == st.streamOf[i] || isWaitLane(ops[d].lane)) continue;
