@@ -422,9 +422,13 @@ TEST(Topology, RoundOrdersVisitEveryDeltaOnce) {
 // The host pays per backend call (preset "h200-host"): rank 0's three CE puts to one peer are
 // one copy batch (1 + 2 x 0.5 µs) and one batch of their signal writes (0.25 + 2 x 0.125). On
 // its proxy-put lane, batches of memory ops as the executor makes them: two puts share one
-// ready-flag store, handed over as their run ends (0.25); the credit wait after them and the
-// put after that are one more batch (0.25 + 0.125): 3.125 µs in all. A wait on a wait lane is
-// one memory op more in its dependent's batch (0.125).
+// ready-flag store, the credit wait after them is one memory op more and the put after that
+// another store, one batch at the end of the call (0.25 + 2 x 0.125): 3.0 µs in all (the run
+// of two puts ends at the wait, but the stream's next hand-over is 2 ops later). With 32 ops
+// between the run and the wait (signals on the CE lane: 32 more signal writes in its batch,
+// 32 x 0.125), the run is handed over as it ends (0.25) and the wait and the last put are a
+// batch of their own (0.25 + 0.125): 7.125 µs. A wait on a wait lane is one memory op more in
+// its dependent's batch (0.125).
 TEST(SimModel, HostPaysPerBackendCall) {
   const int kColl = plan::kPlanCtxColl, kCredit = plan::kPlanCtxCredit;
   plan::Plan p;
@@ -453,9 +457,14 @@ TEST(SimModel, HostPaysPerBackendCall) {
   c.enqueueCopyItemUs = 0.5;
   c.enqueueMemopCallUs = 0.25;
   c.enqueueMemopItemUs = 0.125;
-  EXPECT_DOUBLE_EQ(simulate(p, c).hostUs, 3.125);
+  EXPECT_DOUBLE_EQ(simulate(p, c).hostUs, 3.0);
   c.enqueueUsPerOp = 1;  // per op on top: rank 0 enqueues 7 ops
-  EXPECT_DOUBLE_EQ(simulate(p, c).hostUs, 10.125);
+  EXPECT_DOUBLE_EQ(simulate(p, c).hostUs, 10.0);
+  c.enqueueUsPerOp = 0;
+  std::vector<Op>& ops = p.ranks[0].ops;
+  ops.insert(ops.begin() + 5, 32, op(OpKind::kPut, Lane::kCePut, 1, 0, kColl, 1, 0, {}));
+  p.ranks[1].ops.push_back(op(OpKind::kWait, Lane::kCeWait, 0, 0, kColl, 1, 32, {}));
+  EXPECT_DOUBLE_EQ(simulate(p, c).hostUs, 7.125);
   const Cluster h = preset("h200-host");
   EXPECT_GT(h.enqueueCopyItemUs, 0);
   EXPECT_EQ(h.enqueueUsPerOp, 0);
