@@ -4,6 +4,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "net/signals.h"
@@ -555,26 +556,32 @@ TEST(Planner, FittedCallsTakeEveryFirstCreditAsTheEntry) {
 // nodes) at its first, where it fills the NIC while later chunks wait for credits.
 TEST(Planner, DirectPutsFollowTheirRoundsChunks) {
   const auto b6 = [](int n) { return counts(n, [](int s, int d) { return s == d ? 0 : 6; }); };
-  for (int nodes : {2, 3}) {
-    const Topology t = Topology::blocks(nodes, 2);
-    const Plan p = planOf(t, b6(2 * nodes), opts(4, 4));  // 6-byte payloads: 2 chunks a round
-    for (int r = 0; r < 2 * nodes; ++r) {
-      const auto& ops = p.ranks[r].ops;
-      auto direct = find(p, r, [](const Op& op) {
-        return isDirectPut(op) && op.lane == Lane::kProxyPut;
-      });
-      for (int i : direct) {
-        auto chunks = find(p, r, [&](const Op& op) {
-          return op.kind == OpKind::kPut && op.dst.region == Region::kRelay &&
-                 op.peer == ops[i].peer;
+  // 6-byte payloads in 4-byte slots: 2 chunks a round, within the window of 4 (last also at 2
+  // nodes); in 2-byte slots, 3 chunks past a window of 2 (first at 2 nodes).
+  for (auto [slotBytes, slots, chunks] : {std::tuple{4, 4, 2}, std::tuple{2, 2, 3}}) {
+    for (int nodes : {2, 3}) {
+      const Topology t = Topology::blocks(nodes, 2);
+      const Plan p = planOf(t, b6(2 * nodes), opts(slotBytes, slots));
+      const bool last = nodes > 2 || chunks <= slots;
+      for (int r = 0; r < 2 * nodes; ++r) {
+        const auto& ops = p.ranks[r].ops;
+        auto direct = find(p, r, [](const Op& op) {
+          return isDirectPut(op) && op.lane == Lane::kProxyPut;
         });
-        ASSERT_EQ(chunks.size(), 2u);
-        const Op& last = ops[chunks[1]];
-        EXPECT_EQ(ops[i].batch, nodes == 2 ? ops[chunks[0]].batch : last.batch) << "r" << r;
-        EXPECT_EQ(i > chunks[1], nodes > 2) << "r" << r;
+        for (int i : direct) {
+          auto puts = find(p, r, [&](const Op& op) {
+            return op.kind == OpKind::kPut && op.dst.region == Region::kRelay &&
+                   op.peer == ops[i].peer;
+          });
+          ASSERT_EQ(puts.size(), (size_t)chunks);
+          const Op& first = ops[puts.front()];
+          const Op& final = ops[puts.back()];
+          EXPECT_EQ(ops[i].batch, last ? final.batch : first.batch) << "r" << r;
+          EXPECT_EQ(i > puts.back(), last) << "r" << r;
+        }
       }
+      expectGood({p, planOf(t, b6(2 * nodes), opts(slotBytes, slots), p.after)});
     }
-    expectGood({p, planOf(t, b6(2 * nodes), opts(4, 4), p.after)});
   }
 }
 

@@ -86,7 +86,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
   std::vector<std::string> names(nRanks);
   for (int r = 0; r < nRanks; ++r) names[r].assign(hosts[r].bytes, hosts[r].size);
   topo_ = Topology::fromHostnames(names);
-  if (plan::usePairedRounds(topo_.nNodes(), planOptionsOf(cfg_)))
+  if (plan::usePairedRounds(topo_.nNodes(), planOptionsOf(cfg_, topo_.nNodes())))
     topo_.setRoundDeltas(Topology::pairedRoundDeltas(topo_.nNodes()));
   INFO(kSubsysInit, "topology: %s", topo_.describe().c_str());
   std::vector<ProcessRecord> procs(nRanks);

@@ -314,9 +314,11 @@ void CollectiveEngine::checkPlanOptionsAgree() {
                   describe(all[r]).c_str());
 }
 
-plan::Options CollectiveEngine::planOptions() const { return planOptionsOf(ctx_.cfg); }
+plan::Options CollectiveEngine::planOptions() const {
+  return planOptionsOf(ctx_.cfg, ctx_.topo.nNodes());
+}
 
-plan::Options planOptionsOf(const Config& cfg) {
+plan::Options planOptionsOf(const Config& cfg, int nNodes) {
   plan::Options opt;
   opt.slots = cfg.relaySlots;
   opt.slotBytes = cfg.relayBytes / cfg.relaySlots;
@@ -324,6 +326,7 @@ plan::Options planOptionsOf(const Config& cfg) {
   opt.entrySignals = cfg.entrySync == EntrySync::kSignals;
   opt.creditWindow = cfg.creditWindow;
   opt.fitSlotsFrom = plan::libraryFitSlotsFrom(opt.slots);
+  opt.minChunksPerRound = plan::libraryMinChunks(nNodes);
   return opt;
 }
 

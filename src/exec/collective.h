@@ -29,9 +29,9 @@
 
 namespace rmacc {
 
-// The planner's options from the configuration (RMACC_RELAY_*, RMACC_MAX_PUT_BYTES, ...), the
-// same on every rank (CollectiveEngine checks it at init).
-plan::Options planOptionsOf(const Config& cfg);
+// The planner's options from the configuration (RMACC_RELAY_*, RMACC_MAX_PUT_BYTES, ...) on
+// nNodes nodes, the same on every rank (CollectiveEngine checks it at init).
+plan::Options planOptionsOf(const Config& cfg, int nNodes);
 
 struct AlltoallvArgs {
   const void* sendbuff = nullptr;

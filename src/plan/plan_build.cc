@@ -150,11 +150,14 @@ std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks, const Opti
 }
 
 std::vector<int> directPositions(const std::vector<int>& base,
-                                 const std::vector<uint64_t>& roundChunks) {
+                                 const std::vector<uint64_t>& roundChunks, int window) {
   const size_t nNodes = base.size() - 1;
   std::vector<int> at(nNodes, 0);
-  for (size_t k = 1; k < nNodes; ++k)
-    at[k] = nNodes <= 2 ? base[k] : base[k] + (int)std::max<uint64_t>(1, roundChunks[k]) - 1;
+  for (size_t k = 1; k < nNodes; ++k) {
+    const uint64_t chunks = std::max<uint64_t>(1, roundChunks[k]);
+    const bool last = nNodes > 2 || chunks <= (uint64_t)window;
+    at[k] = base[k] + (last ? (int)chunks - 1 : 0);
+  }
   return at;
 }
 

@@ -120,6 +120,13 @@ inline bool slotsFitted(const Options& base, const Options& call) {
 // Options::fitSlotsFrom as the library sets it for `slots` slots: more node rounds than four
 // times the slots (RESULTS §20.4). rmacc-sim plans with the same.
 inline int libraryFitSlotsFrom(int slots) { return 4 * slots + 2; }
+// Options::minChunksPerRound as the library sets it on nNodes: 2 up to 5 nodes, else 0 (chunks
+// of a slot). With few node rounds the last chunk's forwards are the call's tail; two chunks,
+// with the direct put after them at 2 nodes (directPositions), overlap them with the wire
+// (rmacc-sim, uniform 16 MiB on 2 / 4 x 8 GPUs 0.82 / 0.85 -> 0.90 / 0.89 of the bound, zipf
+// 16 MiB 0.75 / 0.64 -> 0.84 / 0.78); from 6 nodes two chunks cost uniform 16 MiB up to 0.20
+// (RESULTS §22.8). rmacc-sim plans with the same.
+inline int libraryMinChunks(int nNodes) { return nNodes <= 5 ? 2 : 0; }
 // Whether calls on nNodes may get fitted slots (Options::fitSlotsFrom).
 inline bool fitsSlots(int nNodes, const Options& options) {
   return options.fitSlotsFrom > 0 && nNodes >= options.fitSlotsFrom;
@@ -174,10 +181,12 @@ std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks, const Opti
 // the same chunk counts: the round's last, so that they leave after the round's relay chunks and
 // the forwards of the last chunk overlap them on the wire instead of following it (rmacc-sim,
 // RESULTS §21: the DeepSeek-V3-like dispatch on 8 x 8 GPUs 0.88 -> 0.94 of its bound, zipf
-// 256 MiB on 8 / 16 nodes 0.75 / 0.86 -> 0.85 / 0.92). With one node round (2 nodes) its first:
-// nothing else then fills the writer's NIC while the round's later chunks wait for credits, and
-// a large direct block (a hot receiver's) at the end cost the dispatch 0.98 -> 0.93.
+// 256 MiB on 8 / 16 nodes 0.75 / 0.86 -> 0.85 / 0.92). With one node round (2 nodes) only
+// where the round's chunks fit the credit window `window` (none waits for a credit freed in the
+// call); else its first: nothing else then fills the writer's NIC while the round's later chunks
+// wait for credits, and a large direct block (a hot receiver's) at the end cost the dispatch
+// 0.98 -> 0.93 (RESULTS §22.8).
 std::vector<int> directPositions(const std::vector<int>& base,
-                                 const std::vector<uint64_t>& roundChunks);
+                                 const std::vector<uint64_t>& roundChunks, int window);
 
 }  // namespace rmacc::plan

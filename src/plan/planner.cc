@@ -247,7 +247,7 @@ void Planner::layoutRounds() {
     }
   }
   roundBase_ = roundBases(chunks, opt_);
-  directPos_ = directPositions(roundBase_, chunks);
+  directPos_ = directPositions(roundBase_, chunks, creditWindow(opt_));
 }
 
 void Planner::addRelay(int relay, int k) {

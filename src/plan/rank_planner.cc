@@ -448,7 +448,7 @@ void RankPlanner::sortInto(RankPlan& out) {
 void RankPlanner::run(RankPlanResult& out) {
   work_.entriesRead += in_.roundChunks.size();
   roundBase_ = roundBases(in_.roundChunks, opt_);
-  directPos_ = directPositions(roundBase_, in_.roundChunks);
+  directPos_ = directPositions(roundBase_, in_.roundChunks, creditWindow(opt_));
   addEntry();
   addIntraNode();
   for (int k = 1; k < nNodes_; ++k) {

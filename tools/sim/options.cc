@@ -35,7 +35,8 @@ const char* kUsage =
     "planner:  --relay-bytes SIZE  --relay-slots S  --max-put SIZE  --credit-window W\n"
     "          --rounds-per-batch R   (Options::creditWindow, ::roundsPerBatch; 0: default)\n"
     "          --min-chunks C  --min-chunk-bytes SIZE   (Options::minChunksPerRound,\n"
-    "          ::minChunkBytes: cut each relay payload into >= C chunks of >= SIZE; 0: off)\n"
+    "          ::minChunkBytes: cut each relay payload into >= C chunks of >= SIZE; 0: off;\n"
+    "          default: the library's, 2 up to 5 nodes)\n"
     "          --entry-lead P   (Options::entryLead: remote entry signals P positions ahead\n"
     "          of their round; -1: all at the start)  --round-order library|triangular|paired\n"
     "          (node rounds as the library orders them, NCCL's k(k+1)/2 order, or 1, N-1,\n"
@@ -78,6 +79,7 @@ uint64_t size(const std::string& opt, const char* v) {
 
 SimOptions parseOptions(int argc, char** argv) {
   SimOptions o;
+  o.planner.minChunksPerRound = -1;  // the library's for the node count, unless --min-chunks
   Cluster& c = o.cluster;
   MoeRouter& m = o.traffic.moe;
   int slots = 4;
@@ -183,6 +185,7 @@ SimOptions parseOptions(int argc, char** argv) {
   o.planner.slots = slots;
   o.planner.slotBytes = o.relayBytes / slots;
   o.planner.fitSlotsFrom = fit ? plan::libraryFitSlotsFrom(slots) : 0;
+  if (o.planner.minChunksPerRound < 0) o.planner.minChunksPerRound = plan::libraryMinChunks(c.nodes);
   RMACC_ARG_CHECK(o.planner.maxPutBytes > 0, "--max-put must be > 0");
   return o;
 }
