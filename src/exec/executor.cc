@@ -336,9 +336,9 @@ void Executor::markRunEnds(const std::vector<Op>& ops, Call& c) const {
   std::map<Stream*, size_t> next;  // by stream: its next hand-over (the call's end at first)
   for (size_t i = ops.size(); i-- > 0;) {
     if (!c.runEnd[i]) continue;
-    auto [it, fresh] = next.try_emplace(c.streamOf[i], ops.size());
-    if (it->second - i < kRunEndOpsAfter) c.runEnd[i] = 0;
-    else it->second = i;
+    size_t& at = next.try_emplace(c.streamOf[i], ops.size()).first->second;
+    if (at - i < kRunEndOpsAfter) c.runEnd[i] = 0;
+    else at = i;
   }
 }
 
