@@ -59,7 +59,7 @@ struct Shape {
 //      flag and for the puts' sources among its memory ops (no event); the waits of the wait
 //      lanes go into its last batch with the done flags.
 //   a run of proxy puts whose stream hands over its next batch 16 ops or more later goes over
-//      as it ends (Executor::markRunEnds): one call more where it happens.
+//      as it ends (exec/proxy_runs.h): one call more where it happens.
 // Measured: 2x2 7, 4x2 12, 2x4 8-12 and 7-10 with unequal nodes (the batches split where deps
 // fall, which the counts decide; before the run ends went over, 4x2 11, 2x4 7-11, unequal 7-9);
 // the bounds are the worst rank's.

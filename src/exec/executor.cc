@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "exec/proxy_runs.h"
 #include "exec/rma.h"
 #include "exec/signal_space.h"
 
@@ -20,16 +21,6 @@ namespace {
 
 // Copies within the device above this size get the local stream (see streamFor).
 constexpr uint64_t kOwnStreamAbove = 1 << 20;
-// A stream's open batch goes to the backend once it holds this many memory ops, even when
-// nothing else closes it (a run of proxy puts closes it sooner, markRunEnds).
-constexpr size_t kFlushAtMemOps = 16;
-// A run of proxy puts goes over at its end only where the stream's next hand-over is at least
-// this many ops later: with fewer, that comes about as soon, and one more backend call (1.5-2.5
-// us of the host's, RESULTS §8.3) costs more than it gains: without this rule the calls of
-// 2 x 2 and 4 x 2 at steady state took 8 and 14 backend calls, with it 7 and 12 (11 without
-// run ends, tests/call_cost_test.cc), and in rmacc-sim a rule of 24 ops lost 0.02-0.03 of the
-// bound at 2-16 x 8 GPUs (RESULTS §22.7).
-constexpr size_t kRunEndOpsAfter = 16;
 
 }  // namespace
 
@@ -307,41 +298,6 @@ void Executor::flushAll(Batches& batches) {
   for (Batch& b : batches.open) flush(b);
 }
 
-// A run of proxy puts shares one store of its queue's ready flag, which releases them; the
-// batch holding that store goes to the backend as soon as the run ends, that is, when the
-// stream's next op is not a put that joins the store (a wait, or a put that first waits on
-// another stream), unless the stream's next hand-over comes fewer than kRunEndOpsAfter ops
-// later. Left open, it waited for 16 memory ops or the end of the call, and the puts for as
-// long as the ops in between took to enqueue (rmacc-sim with the host cost per backend call,
-// 2 / 4 / 8 x 8 GPUs at 16 MiB: 0.67 / 0.71 / 0.69 of the bound against 0.71 / 0.77 / 0.74,
-// bench/RESULTS.md §22.7). rmacc-sim's Run::runEnds makes the same choice.
-void Executor::markRunEnds(const std::vector<Op>& ops, Call& c) const {
-  c.runEnd.assign(ops.size(), 0);
-  std::map<Stream*, size_t> lastPut;  // by stream: its latest proxy put whose run is open
-  auto isProxyPut = [&](const Op& op) {
-    return op.kind == OpKind::kPut && !ctx_.topo.sameNode(op.peer, ctx_.rank);
-  };
-  for (size_t i = 0; i < ops.size(); ++i) {
-    Stream* s = c.streamOf[i];
-    auto open = lastPut.find(s);
-    if (open != lastPut.end()) {
-      bool joins = isProxyPut(ops[i]);
-      for (int d : ops[i].deps) joins = joins && c.streamOf[d] == s;
-      if (!joins) c.runEnd[open->second] = 1;
-      lastPut.erase(open);
-    }
-    if (isProxyPut(ops[i])) lastPut[s] = i;
-  }
-  for (const auto& [s, i] : lastPut) c.runEnd[i] = 1;
-  std::map<Stream*, size_t> next;  // by stream: its next hand-over (the call's end at first)
-  for (size_t i = ops.size(); i-- > 0;) {
-    if (!c.runEnd[i]) continue;
-    size_t& at = next.try_emplace(c.streamOf[i], ops.size()).first->second;
-    if (at - i < kRunEndOpsAfter) c.runEnd[i] = 0;
-    else at = i;
-  }
-}
-
 // The streams of the call's ops; which of them only wait (WaitOnly). With a trace every stream
 // runs its own ops, so that each op gets its span.
 void Executor::classify(const std::vector<Op>& ops, Call& c) {
@@ -387,7 +343,9 @@ void Executor::run(const plan::RankPlan& plan, const CallBuffers& buffers, const
   readyTail_.clear();
   Call c;
   classify(ops, c);
-  markRunEnds(ops, c);
+  c.runEnd = proxyRunEnds(ops, c.streamOf, [&](const Op& op) {
+    return op.kind == OpKind::kPut && !ctx_.topo.sameNode(op.peer, ctx_.rank);
+  });
   // The last stream joins the others, runs the finish copies and stores the done flags.
   if (c.used.empty()) c.used.push_back(join_.get());
 

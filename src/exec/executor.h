@@ -107,12 +107,11 @@ class Executor {
     std::vector<size_t> waitsUpTo;  // by wait-only op: its stream's waits up to it
     // (stream, wait-only stream) -> how many of the latter's waits the former holds already
     std::map<std::pair<Stream*, int>, size_t> heldWaits;
-    // By op: a proxy put that ends a run of them on its stream (see markRunEnds).
+    // By op: a proxy put whose batch goes to the backend right after it (proxyRunEnds).
     std::vector<char> runEnd;
   };
   Stream& streamFor(const plan::Op& op);
   void classify(const std::vector<plan::Op>& ops, Call& c);
-  void markRunEnds(const std::vector<plan::Op>& ops, Call& c) const;
   // Adds `op` to `batch` when it can join it (same stream, same kind); false otherwise.
   bool batchOp(Batch& batch, Stream& s, const plan::Op& op, const CallBuffers& b);
   bool batchProxyPut(Batch& batch, Stream& s, const plan::Op& op, const CallBuffers& b);

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "exec/proxy_runs.h"
 #include "exec/trace.h"
 #include "critical_path.h"
 #include "machine.h"
@@ -67,7 +68,6 @@ class Run {
   void groupCalls(int r);
   double callCost(int r, const std::vector<int>& group) const;
   void enqueue(int r, double base);
-  std::vector<char> runEnds(int r, int proxyStream) const;
   void pump(int r, int s);
   void start(int r, int g);
   void finish(int r, int i);
@@ -150,51 +150,21 @@ void Run::setUp(int r) {
   if (m == 0) st.doneAt = base;
 }
 
-// The proxy puts that end a run the executor hands over at once (Executor::markRunEnds): the
-// stream's next op does not join the run's ready-flag store (a wait, or a put that first waits
-// on another stream), and the stream's next hand-over would come kRunEndOpsAfter ops or more
-// later.
-std::vector<char> Run::runEnds(int r, int proxyStream) const {
-  constexpr int kRunEndOpsAfter = 16;
-  const RankState& st = ranks_[r];
-  const auto& ops = plan_.ranks[r].ops;
-  const int m = (int)ops.size();
-  std::vector<char> end(m, 0);
-  int open = -1;  // the latest put of the open run
-  for (int i = 0; i < m; ++i) {
-    if (st.streamOf[i] != proxyStream) continue;
-    if (open >= 0) {
-      bool joins = ops[i].kind == OpKind::kPut;
-      for (int d : ops[i].deps) joins = joins && st.streamOf[d] == proxyStream;
-      if (!joins) end[open] = 1;
-      open = -1;
-    }
-    if (ops[i].kind == OpKind::kPut) open = i;
-  }
-  if (open >= 0) end[open] = 1;
-  for (int i = m - 1, next = m; i >= 0; --i) {
-    if (!end[i]) continue;
-    if (next - i < kRunEndOpsAfter) end[i] = 0;
-    else next = i;
-  }
-  return end;
-}
-
 // The host enqueues op by op in plan order and pays for a backend call when its last op is in
 // (the executor hands a batch over when it closes). A call's groups are the CE streams' backend
 // calls; the proxy-put stream is different: the executor keeps one batch of memory ops open on
-// it until a run of puts ends (with kRunEndOpsAfter ops after it), the batch holds
-// kFlushAtMemOps (16) or the call ends
-// (src/exec/executor.cc), a credit wait or a wait on another stream's progress being one more
+// it until a run of puts ends or the batch holds kFlushAtMemOps or the call ends (the rule of
+// src/exec/proxy_runs.h, which this calls), a credit wait or a wait on another stream's progress being one more
 // memory op in it and consecutive puts sharing one ready-flag store. So that stream's ops are
 // handed over, and paid for, batch by batch; its groups only say which of its ops start
 // together.
 void Run::enqueue(int r, double base) {
-  constexpr int kFlushAtMemOps = 16;
   RankState& st = ranks_[r];
   const auto& ops = plan_.ranks[r].ops;
   const int proxyStream = c_.ceStreams + 1;
-  const std::vector<char> runEnd = runEnds(r, proxyStream);
+  const std::vector<char> runEnd = proxyRunEnds(ops, st.streamOf, [&](const Op& op) {
+    return op.kind == OpKind::kPut && !plan_.topo.sameNode(op.peer, r);
+  });
   double host = base;
   std::vector<int> batch, deps;
   int memOps = 0;
@@ -216,7 +186,7 @@ void Run::enqueue(int r, double base) {
       st.enqueueAt[i] = host;
       continue;
     }
-    if (memOps >= kFlushAtMemOps) handOver();
+    if (memOps >= (int)kFlushAtMemOps) handOver();
     deps.assign(op.deps.begin(), op.deps.end());  // latest first, as the executor
     std::sort(deps.begin(), deps.end(), std::greater<int>());
     for (int d : deps) {
@@ -239,7 +209,7 @@ void Run::enqueue(int r, double base) {
       readyLast = false;
     }
     batch.push_back((int)i);
-    if (runEnd[i]) handOver();  // the executor hands the batch over (Executor::markRunEnds)
+    if (runEnd[i]) handOver();
   }
   handOver();
   hostEnd_ = std::max(hostEnd_, host);
