@@ -213,6 +213,9 @@ if has relay; then
   # Entry by barrier instead of per-peer signals: on one GPU shared by 4 MPS clients the
   # signals cost ~2 ms a call at small sizes (bench/RESULTS.md), the barrier ~0.25 ms.
   RMACC_ENTRY_SYNC=barrier perf alltoallv-zipf-2x2-barrier 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
+  # The proxies' pacer on (tcp reports no link speed, so it is off by default here): data
+  # writes in order at 2 GB/s, about loopback's rate; a check of the path, not a speed-up.
+  RMACC_NET_PACE_GBPS=2 perf alltoallv-zipf-2x2-paced 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
 fi
 if has proxy; then  # 2 emulated nodes x 1 (proxy path only)
   mps_for 2

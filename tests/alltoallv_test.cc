@@ -197,6 +197,27 @@ TEST(Alltoallv, BouncedSourcesWrapTheRing) {
            });
 }
 
+// RMACC_NET_PACE_GBPS: every rank's proxy hands data writes to tcp at 0.2 GB/s, in order, while
+// credits and entry signals pass the writes it holds (nic_pacer.h); with 4 small relay slots
+// the writers' credit waits sit between paced puts on the same proxy lane. Bytes exact, no
+// deadlock; calls of ~1 MB a rank take a few ms more each.
+TEST(Alltoallv, PacedProxyWrites) {
+  for (Topo t : {Topo{2, 2}, Topo{3, 2}}) {
+    SCOPED_TRACE(std::to_string(t.nodes) + "x" + std::to_string(t.local));
+    runRanks(t.nodes * t.local, optionsFor(t, {{"RMACC_NET_PACE_GBPS", "0.2"},
+                                              {"RMACC_RELAY_BYTES", "64K"}}),
+             [&](const RankContext& ctx) {
+               TestComm comm(ctx);
+               const int n = t.nodes * t.local;
+               for (int call = 0; call < 8; ++call) {
+                 Pattern p = (Pattern)(call % 5);
+                 auto counts = makeCounts(p, n, call % 4 == 3 ? 250000 : 2000 + call, 900 + call);
+                 oneCall(comm, counts, rmaccFloat32, call % 2, 900 + call, comm.stream());
+               }
+             });
+  }
+}
+
 // RMACC_LOCAL_COPY=engines: the block a rank sends itself, and staged blocks copied into a
 // malloc'd receive buffer, go out and back through the next local rank's slots and pinned
 // host slots (what CUDA uses so that no copy needs an SM). Odd slot sizes make many steps and

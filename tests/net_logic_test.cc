@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "net/nic_pacer.h"
 #include "net/proxy_backoff.h"
 #include "net/signal_tally.h"
 #include "support/ci.h"
@@ -90,6 +91,28 @@ TEST(ProxyBackoffTest, EagerPollsWhileSomethingIsPending) {
   double s = 0;
   for (int i = 0; i < 40; ++i) s = b.idle(t, W::kNothing);
   EXPECT_DOUBLE_EQ(s, ProxyBackoff::kRecentCapS);  // nothing pending: sleeps like the default
+}
+
+// 1 MB/s with a 2 µs lead: a write may go once the NIC's estimated backlog is at most the lead.
+TEST(NicPacerTest, PostsAtTheLineRateInOrder) {
+  NicPacer off;
+  EXPECT_FALSE(off.enabled());
+  off.posted(1 << 30, 0);
+  EXPECT_TRUE(off.mayPost(0));
+
+  NicPacer p(1e6, 2e-6);
+  EXPECT_TRUE(p.mayPost(0));
+  p.posted(1000, 0);  // on the wire until 1 ms
+  EXPECT_FALSE(p.mayPost(0));
+  EXPECT_DOUBLE_EQ(p.waitS(0), 1e-3 - 2e-6);
+  EXPECT_FALSE(p.mayPost(0.997e-3));
+  EXPECT_TRUE(p.mayPost(0.998e-3));  // the lead: 2 µs before the wire runs dry
+  p.posted(1000, 0.999e-3);          // queued behind the first: until 2 ms
+  EXPECT_DOUBLE_EQ(p.waitS(1e-3), 1e-3 - 2e-6);
+  p.posted(0, 1.5e-3);  // zero bytes take no wire time
+  EXPECT_DOUBLE_EQ(p.waitS(1e-3), 1e-3 - 2e-6);
+  p.posted(500, 5e-3);  // after the NIC went idle: from then on
+  EXPECT_NEAR(p.waitS(5e-3), 0.5e-3 - 2e-6, 1e-12);
 }
 
 // ------------------------------------------------------------------------- fabric tier

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "support/net_ranks.h"
 
 namespace rmacc {
@@ -303,6 +304,47 @@ TEST(ProxyTest, TwoQueuesInterleave) {
       pr.waitAtLeast(pr.sig(kCtxData, 1, 0), kPuts);
       for (int i = 0; i < 2 * kPuts; ++i)
         EXPECT_EQ(firstMismatch(pr.win() + i * kBytes, kBytes, 0, 1, i), -1) << "put " << i;
+    }
+    pr.finish();
+  });
+}
+
+// Rank 0 paced at 10 MB/s (nic_pacer.h) puts 4 MiB to rank 1 twice (A, B), then zero-byte
+// signals to rank 2 (S2) and to rank 1 (S1), one queue, released at once. B waits for A's
+// estimated wire time (0.42 s); S2, with no write to rank 2 before it, goes at once, so rank
+// 2's answer comes back while B is still held; S1 keeps its place behind B (writes to one peer
+// keep their order). The bytes land intact, and nothing finishes before A's wire time.
+TEST(ProxyTest, PacedWritesGoInOrderAndSignalsToOtherPeersPassThem) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(3, netOptions(), [](const RankContext& c) {
+    const size_t kBytes = 4 << 20;
+    const double kRate = 10e6;
+    ProxyRank pr(c, 2 * kBytes, 1ull << 30, 60, {}, false, c.rank == 0 ? kRate : 0);
+    ProxyQueue* q = pr.proxy->createQueue();
+    if (c.rank == 0) {
+      std::vector<uint8_t> src(2 * kBytes);
+      fill(src.data(), kBytes, 0, 1, 0);
+      fill(src.data() + kBytes, kBytes, 0, 1, 1);
+      q->post(pr.put(1, src.data(), kBytes, 0, kCtxData, 0));
+      const uint64_t b = q->post(pr.put(1, src.data() + kBytes, kBytes, kBytes, kCtxData, 0));
+      q->post(pr.put(2, nullptr, 0, 0, kCtxData, 1));
+      const uint64_t last = q->post(pr.put(1, nullptr, 0, 0, kCtxData, 2));
+      const double t0 = monotonicSeconds();
+      pr.release(q, last);
+      pr.waitAtLeast(pr.sig(kCtxAck, 0, 2), 1);
+      EXPECT_LT(pr.load(q->done()), b) << "B finished before rank 2 answered S2";
+      pr.waitAtLeast(q->done(), last);
+      EXPECT_GE(monotonicSeconds() - t0, 0.99 * kBytes / kRate) << "not paced";
+    } else if (c.rank == 1) {
+      pr.waitAtLeast(pr.sig(kCtxData, 2, 0), 1);
+      EXPECT_EQ(pr.load(pr.sig(kCtxData, 0, 0)), 2u) << "S1 overtook B to the same peer";
+      EXPECT_EQ(firstMismatch(pr.win(), kBytes, 0, 1, 0), -1) << "A";
+      EXPECT_EQ(firstMismatch(pr.win() + kBytes, kBytes, 0, 1, 1), -1) << "B";
+    } else {
+      pr.waitAtLeast(pr.sig(kCtxData, 1, 0), 1);
+      const uint64_t answer = q->post(pr.put(0, nullptr, 0, 0, kCtxAck, 0));
+      pr.release(q, answer);
+      pr.waitAtLeast(q->done(), answer);
     }
     pr.finish();
   });

@@ -99,6 +99,7 @@ Cluster bare(int nodes, int gpus) {
   c.ceOpUs = c.memopUs = c.eventUs = c.proxyOpUs = c.signalLatencyUs = 0;
   c.ceBatchItemUs = c.memopBatchItemUs = 0;
   c.hostFixedUs = c.enqueueUsPerOp = 0;
+  c.paceLeadUs = -1;  // writes posted as released; the pacer has its own tests
   return c;
 }
 
@@ -287,6 +288,7 @@ double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: th
   c.gpusPerNode = 2;
   c.hostFixedUs = 0;
   c.enqueueUsPerOp = 0;  // host pacing would hide the drift
+  c.paceLeadUs = -1;     // and so would the NIC pacer's: credit windows alone
   c.nicQueuePerPeer = c.maxMinSharing = perPeerNic;
   if (!perPeerNic) c.nicQueues = 1;
   Traffic t;
@@ -393,6 +395,62 @@ TEST(SimModel, SignalPassesDataToAnotherPeerNotToItsOwnUnlessOnItsOwnEndpoint) {
     EXPECT_DOUBLE_EQ(signalBehindData(1, true, perPeer, true), 20);
     EXPECT_DOUBLE_EQ(signalBehindData(2, true, perPeer, true), 20);
   }
+}
+
+// The proxy's pacer (Cluster::paceLeadUs, lead 0). r0 puts 10,000 bytes to r1 and then to r2
+// (10 µs each at 1 GB/s, latency 5); r1 answers with 10,000 bytes once its data is in. Posted
+// together, the two puts share r0's NIC and both land at 25, r1's answer at 40; paced, the
+// first goes alone and lands at 15, the second at 25, the answer at 30.
+double answerAfterTwoPuts(bool paced) {
+  const int kColl = plan::kPlanCtxColl;
+  plan::Plan p;
+  p.topo = Topology::blocks(3, 1);
+  p.bytes.assign(9, 0);
+  p.ranks.resize(3);
+  for (int to : {1, 2})
+    p.ranks[0].ops.push_back(op(OpKind::kPut, Lane::kProxyPut, to, 10000, kColl, plan::kSigData,
+                                0, {}, Region::kSend, Region::kRecv));
+  auto& a = p.ranks[1].ops;
+  a.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kColl, plan::kSigData, 1, {}));
+  a.push_back(op(OpKind::kPut, Lane::kProxyPut, 0, 10000, kColl, plan::kSigData, 0, {0},
+                 Region::kSend, Region::kRecv));
+  Cluster c = bare(3, 1);
+  c.paceLeadUs = paced ? 0 : -1;
+  return simulate(p, c).timeUs;
+}
+
+TEST(SimModel, PacedWritesLeaveOneAfterAnother) {
+  EXPECT_DOUBLE_EQ(answerAfterTwoPuts(false), 40);
+  EXPECT_DOUBLE_EQ(answerAfterTwoPuts(true), 30);
+}
+
+// Paced (lead 0), r0 puts 10,000 bytes to r1 twice, then a signal to `signalPeer`, which
+// answers with 30,000 bytes once it has it. The second put is held until 10 µs; a signal to r2
+// passes it (lands at 5, answer at 40), one to r1 keeps its place behind it and behind it on
+// r1's queue pair (lands at 25, answer at 60), as the library's proxy does.
+double signalPastHeldWrite(int signalPeer) {
+  const int kColl = plan::kPlanCtxColl, kCredit = plan::kPlanCtxCredit;
+  plan::Plan p;
+  p.topo = Topology::blocks(3, 1);
+  p.bytes.assign(9, 0);
+  p.ranks.resize(3);
+  auto& w = p.ranks[0].ops;
+  for (int k = 0; k < 2; ++k)
+    w.push_back(op(OpKind::kPut, Lane::kProxyPut, 1, 10000, kColl, plan::kSigData, 0, {},
+                   Region::kSend, Region::kRecv));
+  w.push_back(op(OpKind::kPut, Lane::kProxyPut, signalPeer, 0, kCredit, 0, 0, {}));
+  auto& a = p.ranks[signalPeer].ops;
+  a.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kCredit, 0, 1, {}));
+  a.push_back(op(OpKind::kPut, Lane::kProxyPut, 0, 30000, kColl, plan::kSigData, 0,
+                 {(int)a.size() - 1}, Region::kSend, Region::kRecv));
+  Cluster c = bare(3, 1);
+  c.paceLeadUs = 0;
+  return simulate(p, c).timeUs;
+}
+
+TEST(SimModel, SignalsPassHeldWritesToOtherPeersOnly) {
+  EXPECT_DOUBLE_EQ(signalPastHeldWrite(2), 40);
+  EXPECT_DOUBLE_EQ(signalPastHeldWrite(1), 60);
 }
 
 // Node rounds: paired deltas (Topology::pairedRoundDeltas) visit every delta once, 0 first, the

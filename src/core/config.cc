@@ -135,6 +135,20 @@ struct SecondsParam {
   static std::string show(double t) { return strprintf("%g", t); }
 };
 
+// A rate in GB/s (0: off), or `auto` (-1).
+struct PaceParam {
+  static bool parse(const char* v, double& out) {
+    if (!strcasecmp(v, "auto")) return out = -1, true;
+    errno = 0;
+    char* end = nullptr;
+    double r = strtod(v, &end);
+    if (errno || end == v || *end != '\0' || !(r >= 0) || !std::isfinite(r)) return false;
+    return out = r, true;
+  }
+  static std::string expected() { return "auto, 0, or a rate in GB/s"; }
+  static std::string show(double r) { return r < 0 ? "auto" : strprintf("%g", r); }
+};
+
 template <size_t kMin>
 struct BytesParam {
   static bool parse(const char* v, size_t& out) {

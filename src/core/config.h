@@ -113,6 +113,12 @@ enum class ParamVisibility { kPublic, kInternal };
   X(bool, landingAlways, false, "RMACC_NET_LANDING", SwitchParam<kAutoAlways>, kInternal,         \
     "`auto`", "`auto`: other nodes' puts land in the target's pinned slots (copied in by its "    \
     "proxy) only for windows the network cannot write; `always`: for every window")               \
+  /* Writes posted together to several peers share the NIC and all finish late; paced, they */   \
+  /* leave in order and a relay's chunk lands early enough to be forwarded under the wire's */   \
+  /* later writes (rmacc-sim: bench/RESULTS.md §23; src/net/nic_pacer.h).                   */   \
+  X(double, netPaceGBps, -1, "RMACC_NET_PACE_GBPS", PaceParam, kInternal, "`auto`",              \
+    "the rate in GB/s at which the proxy hands data writes to the NIC, in order; `auto`: the "   \
+    "link speed the provider reports (none on tcp: not paced); `0`: not paced")                  \
   X(bool, netMrLocal, false, "RMACC_NET_MR_LOCAL", BoolParam, kInternal, "`0`",                  \
     "`1`: register the sources of network writes as providers with `FI_MR_LOCAL` (verbs, efa) "   \
     "require, on any provider (exercises that path on tcp)")                                      \

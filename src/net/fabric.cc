@@ -299,6 +299,11 @@ size_t Fabric::maxMessageBytes() const { return info_->ep_attr->max_msg_size; }
 
 bool Fabric::orderedWrites() const { return ordered_; }
 
+double Fabric::linkBytesPerSecond() const {
+  const fid_nic* nic = info_->nic;
+  return nic && nic->link_attr ? (double)nic->link_attr->speed / 8 : 0;
+}
+
 bool Fabric::write(int peer, const void* src, size_t bytes, void* localDesc, uint64_t remoteAddr,
                    uint64_t key, uint32_t data, void* context) {
   RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < peerAddrs_.size(), "write to unknown rank %d", peer);

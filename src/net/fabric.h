@@ -118,6 +118,9 @@ class Fabric {
   // then the last piece of a split put arriving implies the earlier pieces have landed. When
   // false, the endpoint uses FI_DELIVERY_COMPLETE so that a local completion means "landed".
   bool orderedWrites() const;
+  // The NIC's active link rate in bytes per second, as the provider reports it (fi_nic's
+  // link_attr->speed); 0 when it reports none (tcp, sockets).
+  double linkBytesPerSecond() const;
   // The write() context of the error completion that poll() last threw for (nullptr when the
   // failed entry was not one of our writes), so the caller can name the peer.
   void* lastErrorContext() const { return lastErrorContext_; }

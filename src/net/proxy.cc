@@ -19,7 +19,7 @@ ProxyImpl::ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks,
       layout_{nRanks}, timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll),
       trace_(options.trace), ordered_(fabric.orderedWrites()),
       localReg_(fabric.needsLocalRegistration()), iovLimit_(fabric.iovLimit()),
-      landingSources_(nRanks) {
+      pacer_(options.paceBytesPerSecond), landingSources_(nRanks) {
   pieceMax_ = std::min(options.maxPieceBytes, fabric.maxMessageBytes());
   RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
   kickFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -115,6 +115,8 @@ struct ProxyOptions {
   size_t maxPieceBytes = 1ull << 30;  // larger puts are split into pieces
   double timeoutS = 300;            // a put making no progress this long fails the proxy
   bool eagerPoll = false;           // poll without sleeping while puts are pending (proxy_backoff.h)
+  // Data writes go to the NIC in order at this rate (nic_pacer.h); 0: as soon as released.
+  double paceBytesPerSecond = 0;
   // Called on the proxy thread for every finished put ("net put": from the stream's release
   // to the last piece's completion) and incoming signal ("net recv", no duration), so a
   // RMACC_TRACE_FILE shows the network hops beside the stream ops. Times in µs, CLOCK_MONOTONIC.

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "net/nic_pacer.h"
 #include "net/proxy.h"
 #include "net/signal_tally.h"
 
@@ -169,6 +170,12 @@ class ProxyImpl final : public Proxy {
   bool serviceQueue(Queue& q, double now);
   bool takeReleased(Queue& q, double now);
   bool issue(Queue& q);
+  // Issues `f`'s writes until all are issued or something holds the next one back: the
+  // provider (-FI_EAGAIN), the outstanding cap or unordered delivery (kHeld), or the pacer
+  // (kPaced). `any`: set when a write went.
+  enum class Issued { kAll, kHeld, kPaced };
+  Issued issueThrough(Queue& q, InFlight& f, bool& any);
+  void issueSignalsPastPaced(Queue& q, bool& any);
   bool issuePiece(InFlight& f);
   bool issueGatherPiece(InFlight& f);
   // After a write of `f`'s next piece: counts it when the provider took it (false: -FI_EAGAIN).
@@ -212,6 +219,9 @@ class ProxyImpl final : public Proxy {
   const bool localReg_;
   const size_t iovLimit_;
   size_t pieceMax_ = 0;
+  NicPacer pacer_;          // proxy thread only
+  bool pacedHold_ = false;  // this round the pacer held a data write back (proxy thread only)
+  std::vector<int> pacedPeers_;  // issueSignalsPastPaced's scratch (proxy thread only)
 
   // Queues: created by any thread, read by the proxy thread through its snapshot mine_.
   std::mutex queuesMutex_;

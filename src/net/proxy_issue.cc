@@ -4,12 +4,14 @@
 
 #include <algorithm>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace rmacc::proxy_internal {
 
 // Issues released puts in seq order until the provider pushes back (-FI_EAGAIN), the
-// outstanding cap is reached, or all are issued. A stalled queue never blocks the others.
+// outstanding cap is reached, the pacer holds a data write, or all are issued. A stalled queue
+// never blocks the others.
 bool ProxyImpl::issue(Queue& q) {
   bool any = false;
   while (q.issueCursor_ < q.active_.size()) {
@@ -17,21 +19,66 @@ bool ProxyImpl::issue(Queue& q) {
     // The last part of a chunked put, on an unordered endpoint: its final piece may only go once
     // every earlier part landed (their completions mean delivery), as for a split put's pieces.
     f.predecessorsDone = ordered_ || f.put.priorPieces == 0 || priorPartsDone(q, q.issueCursor_);
-    if (!f.pieces) {
-      f.pieces.reset(new Piece[f.nPieces]);
-      registerSources(f);
-    }
-    while (!f.fullyIssued()) {
-      if (outstanding_ >= kMaxOutstanding) return any;
-      const bool issued = f.landing()         ? issueLandingWrite(q, f)
-                          : f.spans.empty()   ? issuePiece(f)
-                                              : issueGatherPiece(f);
-      if (!issued) return any;
-      any = true;
-    }
+    const Issued how = issueThrough(q, f, any);
+    if (how == Issued::kPaced) issueSignalsPastPaced(q, any);
+    if (how != Issued::kAll) return any;
     ++q.issueCursor_;
   }
   return any;
+}
+
+// Bytes of the next write of `f`: what the pacer charges it (a landing header: none).
+static size_t nextWriteBytes(const InFlight& f) {
+  const uint32_t i = f.issued;
+  if (f.landing()) {
+    if (i % 2) return 0;
+    return std::min(f.pieceBytes, f.put.bytes - (size_t)(i / 2) * f.pieceBytes);
+  }
+  if (!f.spans.empty()) return f.spans[i].bytes;
+  return i + 1 == f.nPieces ? f.put.bytes - (size_t)i * f.pieceBytes : f.pieceBytes;
+}
+
+ProxyImpl::Issued ProxyImpl::issueThrough(Queue& q, InFlight& f, bool& any) {
+  if (!f.pieces) {
+    f.pieces.reset(new Piece[f.nPieces]);
+    registerSources(f);
+  }
+  while (!f.fullyIssued()) {
+    if (outstanding_ >= kMaxOutstanding) return Issued::kHeld;
+    const size_t bytes = nextWriteBytes(f);
+    const double now = pacer_.enabled() && bytes > 0 ? monotonicSeconds() : 0;
+    if (bytes > 0 && !pacer_.mayPost(now)) {
+      pacedHold_ = true;
+      return Issued::kPaced;
+    }
+    const bool issued = f.landing()         ? issueLandingWrite(q, f)
+                        : f.spans.empty()   ? issuePiece(f)
+                                            : issueGatherPiece(f);
+    if (!issued) return Issued::kHeld;
+    pacer_.posted(bytes, now);
+    any = true;
+  }
+  return Issued::kAll;
+}
+
+// While the pacer holds the queue's head, zero-byte puts behind it (credits, entry signals)
+// need no wire time and go now, each unless a put to the same peer before it is still unissued
+// (writes to one peer keep their order). Looks a bounded way ahead: the rounds come back.
+void ProxyImpl::issueSignalsPastPaced(Queue& q, bool& any) {
+  constexpr size_t kLookAhead = 64;
+  std::vector<int>& blocked = pacedPeers_;
+  blocked.clear();
+  const size_t end = std::min(q.active_.size(), q.issueCursor_ + 1 + kLookAhead);
+  for (size_t i = q.issueCursor_; i < end; ++i) {
+    InFlight& g = *q.active_[i];
+    if (g.fullyIssued()) continue;
+    const bool signalOnly = g.put.bytes == 0 && g.put.gather.empty() && !g.landing() &&
+                            g.put.priorPieces == 0;
+    const bool free = std::find(blocked.begin(), blocked.end(), g.put.peer) == blocked.end();
+    if (i > q.issueCursor_ && signalOnly && free && issueThrough(q, g, any) == Issued::kAll)
+      continue;
+    if (free) blocked.push_back(g.put.peer);
+  }
 }
 
 // The sources' descriptors: the poster's, or the proxy's own registration where the provider

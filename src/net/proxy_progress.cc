@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "core/clock.h"
@@ -43,6 +44,8 @@ void ProxyImpl::run() {
                                     : outstanding_ > 0 || landingBusy ? ProxyBackoff::kWrites
                                                                         : ProxyBackoff::kNothing;
     double s = backoff.idle(now, waiting);
+    // A write the pacer holds may go at a known time: no later than then.
+    if (pacedHold_) s = std::min(s, pacer_.waitS(now));
     // Woken by a post (its ready store is probably close) or by the network: poll eagerly.
     if (s > 0 && sleepFor(s)) backoff.active(monotonicSeconds());
   }
@@ -71,6 +74,7 @@ bool ProxyImpl::round() {
   refreshQueues();
   double now = monotonicSeconds();
   awaitingRelease_ = false;
+  pacedHold_ = false;
   bool quiet = true;
   for (Queue* q : mine_) {
     busy |= serviceQueue(*q, now);

@@ -176,7 +176,8 @@ struct ProxyRank {
   HoldBackFabric* holdBack = nullptr;  // when the fabric is the hold-back double
 
   ProxyRank(const RankContext& ctx, size_t windowBytes, size_t maxPutBytes, double timeoutS,
-            const FabricOptions& fo = {}, bool holdBackCompletions = false)
+            const FabricOptions& fo = {}, bool holdBackCompletions = false,
+            double paceBytesPerSecond = 0)
       : c(ctx), layout{ctx.nRanks} {
     backend = createHostBackend(std::max(timeoutS, 60.0));
     signalMem = backend->allocateHostVisible(layout.bytes());
@@ -197,6 +198,7 @@ struct ProxyRank {
     ProxyOptions po;
     po.maxPieceBytes = maxPutBytes;
     po.timeoutS = timeoutS;
+    po.paceBytesPerSecond = paceBytesPerSecond;
     proxy = startProxy(*fabric, *backend, c.rank, c.nRanks, signals, po);
     stream = backend->createStream();
   }

@@ -1,6 +1,7 @@
 #include "cluster.h"
 
 #include <cstdio>
+#include <string>
 
 #include "core/error.h"
 
@@ -10,7 +11,7 @@ std::string Cluster::describe() const {
   char text[1024];
   snprintf(text, sizeof text,
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
-           "latency %.1f us, %d message(s) at once, %s, %s sharing, signals %s; CE %.0f GB/s x %d copies, local "
+           "latency %.1f us, %d message(s) at once, %s, %s sharing, signals %s, %s; CE %.0f GB/s x %d copies, local "
            "copy %.0f GB/s, PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us "
            "(+%.2f), event %.1f us, proxy op %.1f us, iov limit %d, signal latency %.1f us, "
            "%d CE stream(s); host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op "
@@ -21,6 +22,8 @@ std::string Cluster::describe() const {
            maxMinSharing ? "max-min" : "bottleneck",
            !signalsBypassNicQueue ? "in the FIFO"
            : signalEndpoint ? "on an endpoint of their own" : "pass data to other peers",
+           paceLeadUs < 0 ? "writes posted as released"
+                          : ("writes paced (lead " + std::to_string(paceLeadUs).substr(0, 4) + " us)").c_str(),
            ceGBps,
            ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,
            memopBatchItemUs, eventUs, proxyOpUs, iovLimit, signalLatencyUs, ceStreams,
@@ -69,6 +72,7 @@ Cluster preset(const std::string& name) {
     c.proxyOpUs = 5;
     c.pcieGBps = 25;
     c.exchangeUsPerNode = 20;
+    c.paceLeadUs = -1;  // tcp reports no link speed: the library does not pace there
     return c;
   }
   if (name == "h200-host") {

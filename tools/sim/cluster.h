@@ -44,6 +44,12 @@ struct Cluster {
   // one endpoint, so a credit waits behind the relay's data to its writer): a design option,
   // RESULTS §20.
   bool signalEndpoint = false;
+  // The proxy hands data writes to the NIC in posting order at nicGBps, as the library's pacer
+  // does at the link speed a provider reports (src/net/nic_pacer.h): a write goes once the
+  // NIC's estimated backlog is at most paceLeadUs; a zero-byte write goes at once unless a write
+  // to the same peer is held before it. < 0: not paced (every write is posted as released,
+  // what the library does on tcp, whose provider reports no link speed, and did before §23).
+  double paceLeadUs = 2;
 
   // Inside a node. ceGBps: what one GPU's copy engines push out (and take in) over NVLink;
   // ceConcurrent: copies a GPU runs at once (FIFO beyond); localCopyGBps: a copy within one

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
       for (const auto& r : plan.ranks) info.ops += r.ops.size();
       std::string trace = o.tracePath;
       if (!trace.empty() && o.schedules.size() > 1) trace += std::string(".") + scheduleName(s);
-      Result r = simulate(plan, c, trace);
+      Result r = simulate(plan, clusterFor(s, c), trace);
       if (o.json) printJson(stdout, o, info, r);
       else printReport(stdout, o, info, r);
     }

@@ -22,6 +22,9 @@ const char* kUsage =
     "          before RESULTS §19)  --bottleneck-sharing\n"
     "          --signals-fifo  --signal-endpoint (signals never wait behind data, not\n"
     "          even to their own peer: an endpoint of their own, not the library's today)\n"
+    "          --pace-lead US | --no-pace (the proxy hands data writes to the NIC in order at\n"
+    "          its rate, the next once its backlog is at most US: the library's pacer; default\n"
+    "          2, not paced on h200-loopback)\n"
     "          --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
     "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
@@ -93,6 +96,7 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--cross-rail", [&](auto& k, auto v) { c.crossRailGBps = number(k, v); }},
       {"--fabric", [&](auto& k, auto v) { c.fabricGBps = number(k, v); }},
       {"--latency", [&](auto& k, auto v) { c.netLatencyUs = number(k, v); }},
+      {"--pace-lead", [&](auto& k, auto v) { c.paceLeadUs = number(k, v); }},
       {"--nic-queues", [&](auto& k, auto v) { c.nicQueues = integer(k, v, 1, 1024); }},
       {"--ce", [&](auto& k, auto v) { c.ceGBps = number(k, v); }},
       {"--ce-copies", [&](auto& k, auto v) { c.ceConcurrent = integer(k, v, 1, 64); }},
@@ -166,6 +170,7 @@ SimOptions parseOptions(int argc, char** argv) {
     else if (k == "--no-cross-rail-penalty") c.crossRailPenalised = false;
     else if (k == "--signals-fifo") c.signalsBypassNicQueue = false;
     else if (k == "--signal-endpoint") c.signalEndpoint = true;
+    else if (k == "--no-pace") c.paceLeadUs = -1;
     else if (k == "--no-fit-slots") fit = false;
     else if (k == "--bottleneck-sharing") c.maxMinSharing = false;
     else if (k == "--nic-fifo") {

@@ -7,7 +7,7 @@ double boundAlgbw(const Cluster& c) {
 }
 
 void printReport(FILE* out, const SimOptions& o, const RunInfo& info, const Result& r) {
-  const Cluster& c = o.cluster;
+  const Cluster c = clusterFor(info.schedule, o.cluster);
   fprintf(out, "# rmacc-sim: %s schedule\n# cluster: %s\n# traffic: %s\n",
           scheduleName(info.schedule), c.describe().c_str(), o.traffic.describe().c_str());
   fprintf(out, "# plan: %zu ops, %d batches, built%s in %.1f ms\n", info.ops, info.batches,

@@ -1,6 +1,7 @@
 #include "runner.h"
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 
@@ -53,6 +54,16 @@ class Run {
     int64_t relayHeld = 0;
     double proxyBusyUs = 0;           // this rank's proxy CPU: writes it issued and took in
     std::unordered_map<int, int> nicQueued;  // messages to each peer in the NIC queue or on it
+    // The proxy's pacer (Cluster::paceLeadUs): writes it holds, in posting order, and when the
+    // NIC is estimated to have sent what it was given.
+    struct Held {
+      int peer;
+      uint64_t bytes;
+      std::function<void()> post;
+    };
+    std::deque<Held> held;
+    double nicFreeAt = 0;
+    bool pacerArmed = false;
   };
   struct Counter {
     uint64_t value = 0;
@@ -79,6 +90,7 @@ class Run {
   double proxyWork(int at, int r, int i);
   void deliver(int to, int from, int ctx, int sig, OpRef by);
   void landRelay(int r, int64_t bytes);
+  void pace(int r);
   void checkDone(int r);
   void trace(int r, const Op& op, const char* lane, const char* name, double t0, double t1);
 
@@ -478,12 +490,49 @@ void Run::sendPut(int r, int i) {
       // Data waits its turn on the NIC (Machine::sendOnNic: its peer's queue pair, or the one
       // FIFO); a signal to a peer with nothing of ours queued or on the wire goes at once, and
       // with an endpoint of its own whatever is queued.
-      int& queued = ranks_[r].nicQueued[op.peer];
-      ++queued;
-      if (op.bytes == 0 && c_.signalsBypassNicQueue && (queued == 1 || c_.signalEndpoint))
-        wire([] {});
-      else machine_.sendOnNic(r, op.peer, wire);
+      auto post = [this, r, wire, peer = op.peer, bytes = op.bytes] {
+        int& queued = ranks_[r].nicQueued[peer];
+        ++queued;
+        if (bytes == 0 && c_.signalsBypassNicQueue && (queued == 1 || c_.signalEndpoint))
+          wire([] {});
+        else machine_.sendOnNic(r, peer, wire);
+      };
+      if (c_.paceLeadUs < 0) return post();
+      ranks_[r].held.push_back({op.peer, op.bytes, std::move(post)});
+      pace(r);
     });
+  });
+}
+
+// The library's pacer (src/net/nic_pacer.h, proxy_issue.cc): the first held data write goes
+// once the NIC's estimated backlog is at most paceLeadUs, and adds its bytes at the NIC's
+// rate; a zero-byte write goes at once unless a write to its peer is held before it.
+void Run::pace(int r) {
+  RankState& st = ranks_[r];
+  std::vector<int> blocked;
+  for (auto it = st.held.begin(); it != st.held.end();) {
+    const bool free = std::find(blocked.begin(), blocked.end(), it->peer) == blocked.end();
+    if (it->bytes == 0 && free) {
+      auto post = std::move(it->post);
+      it = st.held.erase(it);
+      post();
+      continue;
+    }
+    if (it == st.held.begin() && fluid_.now() >= st.nicFreeAt - c_.paceLeadUs - 1e-9) {
+      st.nicFreeAt = std::max(st.nicFreeAt, fluid_.now()) + (double)it->bytes / (c_.nicGBps * 1e3);
+      auto post = std::move(it->post);
+      st.held.pop_front();
+      post();
+      return pace(r);  // the next one may be a signal behind it
+    }
+    if (free) blocked.push_back(it->peer);
+    ++it;
+  }
+  if (st.held.empty() || st.pacerArmed) return;
+  st.pacerArmed = true;
+  fluid_.at(st.nicFreeAt - c_.paceLeadUs, [this, r] {
+    ranks_[r].pacerArmed = false;
+    pace(r);
   });
 }
 

@@ -200,4 +200,9 @@ plan::Plan buildSchedule(Schedule s, const Topology& topo, const std::vector<uin
   return p;
 }
 
+Cluster clusterFor(Schedule s, Cluster c) {
+  if (s != Schedule::kRmacc) c.paceLeadUs = -1;
+  return c;
+}
+
 }  // namespace rmacc::sim

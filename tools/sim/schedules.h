@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster.h"
 #include "plan/plan.h"
 
 namespace rmacc::sim {
@@ -25,5 +26,9 @@ const char* scheduleName(Schedule s);
 // with its verdict if it fails).
 plan::Plan buildSchedule(Schedule s, const Topology& topo, const std::vector<uint64_t>& bytes,
                          const plan::Options& options, bool verify);
+
+// The cluster `s` runs on: the pacer (Cluster::paceLeadUs) is rmacc's proxy's
+// (src/net/nic_pacer.h); the others' proxies (NCCL's) post every write as it is released.
+Cluster clusterFor(Schedule s, Cluster c);
 
 }  // namespace rmacc::sim
