@@ -11,6 +11,7 @@
 #include "plan/plan_build.h"
 #include "plan/plan_internal.h"
 #include "plan/planner.h"
+#include "plan/rank_planner.h"
 #include "plan/verifier.h"
 
 static_assert(rmacc::plan::kPlanCtxColl == rmacc::kCtxColl, "plan and net disagree on kCtxColl");
@@ -583,6 +584,31 @@ TEST(Planner, DirectPutsFollowTheirRoundsChunks) {
       expectGood({p, planOf(t, b6(2 * nodes), opts(slotBytes, slots), p.after)});
     }
   }
+}
+
+// Options::lastRoundMinChunks cuts only the call's last node round finer: 6-byte payloads in
+// 8-byte slots take one chunk a round, and three of 2 bytes in the last (whose forwards are the
+// call's tail), in both planners; the plans verify over two calls.
+TEST(Planner, LastRoundIsCutFiner) {
+  const Topology t = Topology::blocks(4, 2);
+  const auto b = counts(8, [](int s, int d) { return s == d ? 0 : 6; });
+  Options o = opts(8, 4);
+  o.minChunkBytes = 2;
+  o.lastRoundMinChunks = 3;
+  const Plan p = planOf(t, b, o);
+  for (int r = 0; r < 8; ++r) {
+    for (int k = 1; k < t.nNodes(); ++k) {
+      const int relay = t.railPeer(r, t.sendNode(t.nodeOf(r), k));
+      auto puts = find(p, r, [&](const Op& op) {
+        return op.kind == OpKind::kPut && op.dst.region == Region::kRelay && op.peer == relay;
+      });
+      EXPECT_EQ(puts.size(), k == t.nNodes() - 1 ? 3u : 1u) << "r" << r << " round " << k;
+    }
+  }
+  expectGood({p, planOf(t, b, o, p.after)});
+  const MatrixInputs inputs(t, b, o, Carry{});
+  for (int r = 0; r < 8; ++r)
+    EXPECT_EQ(makeRankPlan(t, o, inputs.of(r)).plan.ops.size(), p.ranks[r].ops.size()) << "r" << r;
 }
 
 // Past a relay's first window, its first steps of a call wait for credits carried from the

@@ -327,6 +327,7 @@ plan::Options planOptionsOf(const Config& cfg, int nNodes) {
   opt.creditWindow = cfg.creditWindow;
   opt.fitSlotsFrom = plan::libraryFitSlotsFrom(opt.slots);
   opt.minChunksPerRound = plan::libraryMinChunks(nNodes);
+  opt.lastRoundMinChunks = plan::libraryLastRoundMinChunks();
   return opt;
 }
 

@@ -312,7 +312,7 @@ void CountExchange::relaySchedule(uint64_t seq, const Mine& mine, Result& out, V
       if (j != local_) total += in.relayIn[((size_t)w.k * W_ + w.m) * L_ + j];
     const RelayEntry e{step, step - roundStart, mine.offset[w.rank], step - relaySteps_};
     memcpy(rec.data() + sizeof(Verdict) + sizeof(RelayEntry) * t, &e, sizeof(e));
-    step += plan::chunkCount(total, options_);
+    step += plan::chunkCount(total, options_, plan::isLastRound(w.k, nNodes_));
   }
   relayChunksThisCall_ = step - relaySteps_;
   if (node_ >= 1) in.roundChunks[node_] = roundMaxHere_;
@@ -414,7 +414,8 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
       const uint64_t* row = &in.relayIn[((size_t)w.k * W_ + w.m) * L_];
       uint64_t total = 0;  // the writer's payload at this relay, which sets its chunk size
       for (int j = 0; j < L_; ++j) total += j == local_ ? 0 : row[j];
-      const uint64_t chunk = plan::chunkBytes(total, call);
+      const bool lastRound = plan::isLastRound(w.k, nNodes_);
+      const uint64_t chunk = plan::chunkBytes(total, call, lastRound);
       uint64_t start = 0;
       for (int q = 0; q + 1 < L_; ++q) {  // in payload order
         const int j = plan::payloadLocal(local_, L_, q);
@@ -424,7 +425,7 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
         if (f.pieces) last[j] = std::max<int64_t>(last[j], (int64_t)(pos + f.endChunk));
         start += len;
       }
-      pos += plan::chunkCount(total, call);
+      pos += plan::chunkCount(total, call, lastRound);
     }
   }
   std::vector<char> rec(sizeof(Verdict) + 16 * (size_t)L_);
@@ -462,7 +463,7 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
     uint64_t total = 0;
     for (int j = 0; j < topo_.nodeSize(b); ++j)
       if (j != skip) total += mine.send[topo_.rankAt(b, j)];
-    myChunks_[k] = plan::chunkCount(total, options_);
+    myChunks_[k] = plan::chunkCount(total, options_, plan::isLastRound(k, nNodes_));
     myChunks_[0] = std::max(myChunks_[0], total);
   }
   Verdict v;

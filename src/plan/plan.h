@@ -121,6 +121,9 @@ struct Options {
   // not cut, plan_build.cc). 0 or 1: chunks of one slot. chunkBytes() (plan_build.h) applies it.
   int minChunksPerRound = 0;
   uint64_t minChunkBytes = 1ull << 20;
+  // The same for the call's last node round alone (the larger of the two applies there): its
+  // chunks' forwards are the call's tail, and in no other round do they follow the wire.
+  int lastRoundMinChunks = 0;
   // Entry signals to remote writers go out this many pipeline positions before the round whose
   // direct put needs them, and the writer waits for one just before that round (RESULTS §7.6),
   // instead of all at the start: there each rank's proxy sent and took in one per remote rail

@@ -91,11 +91,12 @@ void settleGather(Op& op) {
 // put and one more forward (rmacc-sim, 2 x 8 GPUs at 16 MiB: chunks of 1.75 MiB over 1 MiB
 // blocks reach 0.67 of the bound, chunks of 2 MiB 0.71). So a payload may take fewer than
 // minChunksPerRound chunks when it is under minChunksPerRound x minChunkBytes.
-uint64_t chunkBytes(uint64_t total, const Options& options) {
+uint64_t chunkBytes(uint64_t total, const Options& options, bool lastRound) {
   const uint64_t slot = options.slotBytes;
-  if (options.minChunksPerRound <= 1) return slot;
+  const int least = std::max(options.minChunksPerRound, lastRound ? options.lastRoundMinChunks : 0);
+  if (least <= 1) return slot;
   const uint64_t unit = std::max<uint64_t>(1, options.minChunkBytes);
-  const uint64_t want = (total + options.minChunksPerRound - 1) / options.minChunksPerRound;
+  const uint64_t want = (total + least - 1) / least;
   return std::min(slot, std::max<uint64_t>(1, (want + unit - 1) / unit) * unit);
 }
 

@@ -76,14 +76,19 @@ void appendSegments(const std::vector<Block>& blocks, uint64_t lo, uint64_t hi,
 void settleGather(Op& op);
 // Bytes per relay chunk of one writer's round payload of `total` bytes (its bytes for one relay
 // in one node round): a slot, or less to make Options::minChunksPerRound chunks of at least
-// minChunkBytes. A function of the total alone, so the global planner, the per-rank planner,
-// the count exchange and the verifier, which all see the total, cut a payload the same way.
-uint64_t chunkBytes(uint64_t total, const Options& options);
+// minChunkBytes. A function of the total and of whether the round is the call's last alone, so
+// the global planner, the per-rank planner, the count exchange and the verifier, which all see
+// both, cut a payload the same way.
+// In the call's last node round (`lastRound`, isLastRound) at least
+// Options::lastRoundMinChunks chunks.
+uint64_t chunkBytes(uint64_t total, const Options& options, bool lastRound);
 // Relay chunks (relay steps) of such a payload: chunk c is [c * chunkBytes, (c+1) * chunkBytes).
-inline uint64_t chunkCount(uint64_t total, const Options& options) {
-  const uint64_t chunk = chunkBytes(total, options);
+inline uint64_t chunkCount(uint64_t total, const Options& options, bool lastRound) {
+  const uint64_t chunk = chunkBytes(total, options, lastRound);
   return (total + chunk - 1) / chunk;
 }
+// Whether node round k (of 1 .. nNodes - 1, in schedule order) is a call's last.
+inline bool isLastRound(int k, int nNodes) { return k == nNodes - 1; }
 // The relay's forwards of one block at [start, start + len) of a payload cut into chunks of
 // `chunk` bytes, each part cut again at maxPut: how many (a signal each), and one past the last
 // chunk the block touches (0 for an empty block). The count exchange and MatrixInputs both
@@ -127,6 +132,11 @@ inline int libraryFitSlotsFrom(int slots) { return 4 * slots + 2; }
 // 16 MiB 0.75 / 0.64 -> 0.84 / 0.78); from 6 nodes two chunks cost uniform 16 MiB up to 0.20
 // (RESULTS §22.8). rmacc-sim plans with the same.
 inline int libraryMinChunks(int nNodes) { return nNodes <= 5 ? 2 : 0; }
+// Options::lastRoundMinChunks as the library sets it: 2. The last round's forwards are the
+// call's tail on every node count; cutting only that round costs one more put, wait and credit
+// per relay and call (rmacc-sim, uniform 16 MiB on 6 / 8 / 12 x 8 GPUs 0.87 / 0.87 / 0.88 ->
+// 0.89 / 0.90 / 0.89 of the bound; RESULTS §23). rmacc-sim plans with the same.
+inline int libraryLastRoundMinChunks() { return 2; }
 // Whether calls on nNodes may get fitted slots (Options::fitSlotsFrom).
 inline bool fitsSlots(int nNodes, const Options& options) {
   return options.fitSlotsFrom > 0 && nNodes >= options.fitSlotsFrom;

@@ -75,7 +75,8 @@ class Planner {
   void addIntraNode(int src);
   void layoutRounds();
   void addRelay(int relay, int k);
-  void addChunk(int relay, const Payload& p, uint64_t chunk, int pos);
+  // Chunk c of payload p (in round k) at pipeline position pos.
+  void addChunk(int relay, int k, const Payload& p, uint64_t c, int pos);
   void addDirect(int src, int k);
   void addCredits(int relay);
   void addFinalWaits(int dest);
@@ -110,7 +111,7 @@ void Planner::markEntryByCredit() {
     for (int k = 1; k < topo_.nNodes() && (s < window || fitted_); ++k) {
       int pos = roundBase_[k];  // of the payload's first chunk: not after the direct put
       for (const Payload& p : payloadsOf(r, k)) {
-        const uint64_t c = chunkCount(p.total, opt_);
+        const uint64_t c = chunkCount(p.total, opt_, isLastRound(k, topo_.nNodes()));
         if (c > 0 && pos <= directPos_[k] &&
             entryByCredit(s, before_[r] + s, opt_, topo_.nNodes(), fitted_))
           entryByCredit_[(size_t)p.writer * n_ + r] = 1;
@@ -242,7 +243,8 @@ void Planner::layoutRounds() {
   for (int k = 1; k < topo_.nNodes(); ++k) {
     for (int r = 0; r < n_; ++r) {
       uint64_t total = 0;
-      for (const Payload& p : payloadsOf(r, k)) total += chunkCount(p.total, opt_);
+      for (const Payload& p : payloadsOf(r, k))
+        total += chunkCount(p.total, opt_, isLastRound(k, topo_.nNodes()));
       chunks[k] = std::max(chunks[k], total);
     }
   }
@@ -253,15 +255,16 @@ void Planner::layoutRounds() {
 void Planner::addRelay(int relay, int k) {
   int pos = roundBase_[k];
   for (const Payload& p : payloadsOf(relay, k)) {
-    const uint64_t chunks = chunkCount(p.total, opt_);
-    for (uint64_t c = 0; c < chunks; ++c) addChunk(relay, p, c, pos++);
+    const uint64_t chunks = chunkCount(p.total, opt_, isLastRound(k, topo_.nNodes()));
+    for (uint64_t c = 0; c < chunks; ++c) addChunk(relay, k, p, c, pos++);
   }
 }
 
 // One relay step: the writer's put of payload [c*chunk, ...) into slot t mod S of the relay,
 // the relay's wait for it, and its forwards to the final receive blocks.
-void Planner::addChunk(int relay, const Payload& p, uint64_t c, int pos) {
-  const uint64_t chunk = chunkBytes(p.total, opt_), t = steps_[relay]++;
+void Planner::addChunk(int relay, int k, const Payload& p, uint64_t c, int pos) {
+  const uint64_t chunk = chunkBytes(p.total, opt_, isLastRound(k, topo_.nNodes()));
+  const uint64_t t = steps_[relay]++;
   const uint64_t lo = c * chunk, hi = std::min(p.total, lo + chunk);
   const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
   const int w = p.writer;

@@ -28,7 +28,7 @@ MatrixInputs::MatrixInputs(const Topology& topo, const std::vector<uint64_t>& by
       uint64_t total = 0;
       for (int j = 0; j < topo.nodeSize(b); ++j)
         if (j != skip) total += count(w, topo.rankAt(b, j));
-      const uint64_t c = chunkCount(total, options);
+      const uint64_t c = chunkCount(total, options, isLastRound(k, nNodes_));
       totals_[(size_t)w * nNodes_ + b] = total;
       after_.relaySteps[topo.railPeer(w, b)] += c;
       largest_ = std::max(largest_, total);
@@ -47,12 +47,12 @@ uint64_t MatrixInputs::chunksAt(int relay, int k, int below) const {
   const int b = t.nodeOf(relay), from = t.recvNode(b, k), L = t.nodeSize(b);
   uint64_t sum = 0;
   for (int wi = t.localRankOf(relay); wi < t.nodeSize(from) && wi < below; wi += L)
-    sum += chunksTo(t.rankAt(from, wi), b);
+    sum += chunksTo(t.rankAt(from, wi), b, k);
   return sum;
 }
 
-uint64_t MatrixInputs::chunksTo(int writer, int node) const {
-  return chunkCount(totalTo(writer, node), options_);
+uint64_t MatrixInputs::chunksTo(int writer, int node, int k) const {
+  return chunkCount(totalTo(writer, node), options_, isLastRound(k, nNodes_));
 }
 
 RankInputs MatrixInputs::of(int rank) const {
@@ -99,14 +99,14 @@ RankInputs MatrixInputs::of(int rank) const {
       for (int wi = j; wi < t.nodeSize(from); wi += L) {
         const int w = t.rankAt(from, wi);
         const uint64_t len = count(w, rank);
-        const uint64_t chunk = chunkBytes(totalTo(w, node), options_);
+        const uint64_t chunk = chunkBytes(totalTo(w, node), options_, isLastRound(k, nNodes_));
         uint64_t start = 0;  // the blocks before this rank's in relay j's payload order
         for (int q = 0; len > 0 && payloadLocal(j, L, q) != i; ++q)
           start += count(w, t.rankAt(node, payloadLocal(j, L, q)));
         const BlockForwards f = blockForwards(start, len, chunk, options_.maxPutBytes);
         in.forwardSignals[j] += f.pieces;
         if (f.pieces) in.forwardLastBatch[j] = std::max(in.forwardLastBatch[j], (int)(pos + f.endChunk));
-        pos += chunksTo(w, node);
+        pos += chunksTo(w, node, k);
       }
     }
   }

@@ -148,7 +148,7 @@ void RankPlanner::relayCallSteps() {
     for (int m = 0; writerLocal(k, m) >= 0; ++m) {
       uint64_t total;
       payload(k, m, &total);
-      const uint64_t chunks = chunkCount(total, opt_);
+      const uint64_t chunks = chunkCount(total, opt_, isLastRound(k, nNodes_));
       if (chunks > 0 && pos <= directPos_[k]) s_.callStep[(size_t)k * W_ + m] = s;
       s += chunks;
       pos += (int)chunks;
@@ -217,7 +217,7 @@ void RankPlanner::addEntry() {
       uint64_t total = 0;
       if (topo_.nodeSize(topo_.nodeOf(d)) > 1) payload(k, -1, &total);
       const bool before = roundBase_[k] + (int)in_.writerOffset[k] <= directPos_[k];
-      if (chunkCount(total, opt_) > 0 && before &&
+      if (chunkCount(total, opt_, isLastRound(k, nNodes_)) > 0 && before &&
           entryByCredit(in_.writerCallStep[k], in_.writerStep[k], opt_, nNodes_, fitted_)) {
         entryWait_[d] = kEntryIsCredit;  // set by addWriterChunks
         continue;
@@ -269,7 +269,8 @@ void RankPlanner::addWriterChunks(int k) {
   uint64_t total;
   const std::vector<Block>& blocks = payload(k, -1, &total);
   const int relay = topo_.railPeer(me_, topo_.sendNode(node_, k));
-  const uint64_t chunk = chunkBytes(total, opt_), chunks = chunkCount(total, opt_);
+  const bool last = isLastRound(k, nNodes_);
+  const uint64_t chunk = chunkBytes(total, opt_, last), chunks = chunkCount(total, opt_, last);
   for (uint64_t c = 0; c < chunks; ++c) {
     const int pos = roundBase_[k] + (int)(in_.writerOffset[k] + c);
     const uint64_t t = in_.writerStep[k] + c, lo = c * chunk, hi = std::min(total, lo + chunk);
@@ -311,7 +312,8 @@ void RankPlanner::addRelayWriter(int k, int m, int& pos) {
   uint64_t total;
   const std::vector<Block>& blocks = payload(k, m, &total);
   const int w = topo_.rankAt(topo_.recvNode(node_, k), writerLocal(k, m));
-  const uint64_t chunk = chunkBytes(total, opt_), chunks = chunkCount(total, opt_);
+  const bool last = isLastRound(k, nNodes_);
+  const uint64_t chunk = chunkBytes(total, opt_, last), chunks = chunkCount(total, opt_, last);
   for (uint64_t c = 0; c < chunks; ++c, ++pos) {
     const uint64_t t = step_++, lo = c * chunk, hi = std::min(total, lo + chunk);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;

@@ -87,7 +87,7 @@ class MatrixInputs {
 
  private:
   uint64_t totalTo(int writer, int node) const { return totals_[(size_t)writer * nNodes_ + node]; }
-  uint64_t chunksTo(int writer, int node) const;
+  uint64_t chunksTo(int writer, int node, int k) const;
   // Relay steps the writers on `relay`'s rail of round k's sending node take there, for those
   // with a local rank below `below` (all with INT_MAX).
   uint64_t chunksAt(int relay, int k, int below) const;

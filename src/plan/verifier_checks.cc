@@ -24,7 +24,8 @@ std::vector<uint64_t> relayStepsBefore(const Plan& plan) {
 
 // Recomputes DESIGN.md §2's relay layout from the count matrix: round k, relay r, writers
 // w = (node r - delta_k, local rank l) with l mod (size of r's node) = rail of r, in order; w's blocks for r's node-mates back to back in local-rank
-// order from r's successor on (payloadLocal), empty ones skipped; ceil(total / chunkBytes(total)) steps numbered on from Plan::before.
+// order from r's successor on (payloadLocal), empty ones skipped; ceil(total / chunkBytes(total,
+// last round)) steps numbered on from Plan::before.
 RelayOracle::RelayOracle(const Plan& plan)
     : n_(plan.topo.nRanks()), slotBytes_(plan.options.slotBytes),
       slots_((uint64_t)plan.options.slots), relay_((size_t)n_ * n_, -1),
@@ -51,7 +52,7 @@ RelayOracle::RelayOracle(const Plan& plan)
           start_[key(w, d)] = pos;
           pos += len;
         }
-        const uint64_t chunk = chunkBytes(pos, plan.options);
+        const uint64_t chunk = chunkBytes(pos, plan.options, isLastRound(k, t.nNodes()));
         for (int j = 0; j < L; ++j) {
           const int d = t.rankAt(node, j);
           if (relay_[key(w, d)] == r) chunk_[key(w, d)] = chunk;

@@ -39,7 +39,8 @@ const char* kUsage =
     "          --rounds-per-batch R   (Options::creditWindow, ::roundsPerBatch; 0: default)\n"
     "          --min-chunks C  --min-chunk-bytes SIZE   (Options::minChunksPerRound,\n"
     "          ::minChunkBytes: cut each relay payload into >= C chunks of >= SIZE; 0: off;\n"
-    "          default: the library's, 2 up to 5 nodes)\n"
+    "          default: the library's, 2 up to 5 nodes)  --last-chunks C (Options::\n"
+    "          lastRoundMinChunks: the same for the call's last node round; default 2)\n"
     "          --entry-lead P   (Options::entryLead: remote entry signals P positions ahead\n"
     "          of their round; -1: all at the start)  --round-order library|triangular|paired\n"
     "          (node rounds as the library orders them, NCCL's k(k+1)/2 order, or 1, N-1,\n"
@@ -83,6 +84,7 @@ uint64_t size(const std::string& opt, const char* v) {
 SimOptions parseOptions(int argc, char** argv) {
   SimOptions o;
   o.planner.minChunksPerRound = -1;  // the library's for the node count, unless --min-chunks
+  o.planner.lastRoundMinChunks = -1;  // the library's, unless --last-chunks
   Cluster& c = o.cluster;
   MoeRouter& m = o.traffic.moe;
   int slots = 4;
@@ -136,6 +138,8 @@ SimOptions parseOptions(int argc, char** argv) {
        [&](auto& k, auto v) { o.planner.creditWindow = integer(k, v, 0, 1024); }},
       {"--min-chunks",
        [&](auto& k, auto v) { o.planner.minChunksPerRound = integer(k, v, 0, 1024); }},
+      {"--last-chunks",
+       [&](auto& k, auto v) { o.planner.lastRoundMinChunks = integer(k, v, 0, 1024); }},
       {"--entry-lead",  // number() takes no sign: -1 is spelt out
        [&](auto& k, auto v) {
          o.planner.entryLead = std::string(v) == "-1" ? -1 : integer(k, v, 0, 1024);
@@ -191,6 +195,7 @@ SimOptions parseOptions(int argc, char** argv) {
   o.planner.slotBytes = o.relayBytes / slots;
   o.planner.fitSlotsFrom = fit ? plan::libraryFitSlotsFrom(slots) : 0;
   if (o.planner.minChunksPerRound < 0) o.planner.minChunksPerRound = plan::libraryMinChunks(c.nodes);
+  if (o.planner.lastRoundMinChunks < 0) o.planner.lastRoundMinChunks = plan::libraryLastRoundMinChunks();
   RMACC_ARG_CHECK(o.planner.maxPutBytes > 0, "--max-put must be > 0");
   return o;
 }
