@@ -119,6 +119,20 @@ Op op(OpKind kind, Lane lane, int peer, uint64_t bytes, int ctx, int sig, uint32
   return o;
 }
 
+// A plan of `nodes` nodes of one GPU each with no ops yet, and a proxy put of `bytes` from the
+// send to the receive buffer of `to` on the collective's data signal.
+plan::Plan flatPlan(int nodes) {
+  plan::Plan p;
+  p.topo = Topology::blocks(nodes, 1);
+  p.bytes.assign((size_t)nodes * nodes, 0);
+  p.ranks.resize(nodes);
+  return p;
+}
+Op dataPut(int to, uint64_t bytes, std::vector<int> deps = {}) {
+  return op(OpKind::kPut, Lane::kProxyPut, to, bytes, plan::kPlanCtxColl, plan::kSigData, 0,
+            std::move(deps), Region::kSend, Region::kRecv);
+}
+
 // Writer r0 (node 0) sends two 10,000-byte chunks to r3 (node 1, local 1) through relay r2
 // (node 1, local 0), NIC 1 GB/s, copy engine 0.5 GB/s. With one slot the second chunk waits
 // for the relay's credit: put 10 µs + latency 5 -> forward 20 µs, done at 35 -> credit +
@@ -318,16 +332,9 @@ TEST(SimModel, CreditWindowWhenTheNicServesEveryPeer) {
 // message at a time sends r0's second message only after the first (20 µs, shared), then
 // alone: 30 + 5.
 double twoPeersOneBusy(bool perPeer) {
-  const int kColl = plan::kPlanCtxColl;
-  plan::Plan p;
-  p.topo = Topology::blocks(4, 1);
-  p.bytes.assign(16, 0);
-  p.ranks.resize(4);
-  for (int to : {1, 2})
-    p.ranks[0].ops.push_back(op(OpKind::kPut, Lane::kProxyPut, to, 10000, kColl, plan::kSigData,
-                                0, {}, Region::kSend, Region::kRecv));
-  p.ranks[3].ops.push_back(op(OpKind::kPut, Lane::kProxyPut, 1, 10000, kColl, plan::kSigData, 0,
-                              {}, Region::kSend, Region::kRecv));
+  plan::Plan p = flatPlan(4);
+  for (int to : {1, 2}) p.ranks[0].ops.push_back(dataPut(to, 10000));
+  p.ranks[3].ops.push_back(dataPut(1, 10000));
   Cluster c = bare(4, 1);
   c.nicQueuePerPeer = c.maxMinSharing = perPeer;
   if (!perPeer) c.nicQueues = 1;
@@ -359,19 +366,14 @@ TEST(SimModel, HostBoundWhenEnqueueingIsSlow) {
 // to r0 once it has the signal: to r2 the signal lands at 5 µs and the answer at 20 (30 when
 // signals share the FIFO); to r1 it follows the data (lands at 15), answer at 30 either way.
 double signalBehindData(int signalPeer, bool bypass, bool perPeer = false, bool endpoint = false) {
-  const int kColl = plan::kPlanCtxColl, kCredit = plan::kPlanCtxCredit;
-  plan::Plan p;
-  p.topo = Topology::blocks(3, 1);
-  p.bytes.assign(9, 0);
-  p.ranks.resize(3);
+  const int kCredit = plan::kPlanCtxCredit;
+  plan::Plan p = flatPlan(3);
   auto& w = p.ranks[0].ops;
-  w.push_back(op(OpKind::kPut, Lane::kProxyPut, 1, 10000, kColl, plan::kSigData, 0, {},
-                 Region::kSend, Region::kRecv));
+  w.push_back(dataPut(1, 10000));
   w.push_back(op(OpKind::kPut, Lane::kProxyPut, signalPeer, 0, kCredit, 0, 0, {}));
   auto& a = p.ranks[signalPeer].ops;
   a.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kCredit, 0, 1, {}));
-  a.push_back(op(OpKind::kPut, Lane::kProxyPut, 0, 10000, kColl, plan::kSigData, 0,
-                 {(int)a.size() - 1}, Region::kSend, Region::kRecv));
+  a.push_back(dataPut(0, 10000, {(int)a.size() - 1}));
   Cluster c = bare(3, 1);
   c.signalsBypassNicQueue = bypass;
   c.signalEndpoint = endpoint;
@@ -402,18 +404,11 @@ TEST(SimModel, SignalPassesDataToAnotherPeerNotToItsOwnUnlessOnItsOwnEndpoint) {
 // together, the two puts share r0's NIC and both land at 25, r1's answer at 40; paced, the
 // first goes alone and lands at 15, the second at 25, the answer at 30.
 double answerAfterTwoPuts(bool paced) {
-  const int kColl = plan::kPlanCtxColl;
-  plan::Plan p;
-  p.topo = Topology::blocks(3, 1);
-  p.bytes.assign(9, 0);
-  p.ranks.resize(3);
-  for (int to : {1, 2})
-    p.ranks[0].ops.push_back(op(OpKind::kPut, Lane::kProxyPut, to, 10000, kColl, plan::kSigData,
-                                0, {}, Region::kSend, Region::kRecv));
+  plan::Plan p = flatPlan(3);
+  for (int to : {1, 2}) p.ranks[0].ops.push_back(dataPut(to, 10000));
   auto& a = p.ranks[1].ops;
-  a.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kColl, plan::kSigData, 1, {}));
-  a.push_back(op(OpKind::kPut, Lane::kProxyPut, 0, 10000, kColl, plan::kSigData, 0, {0},
-                 Region::kSend, Region::kRecv));
+  a.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigData, 1, {}));
+  a.push_back(dataPut(0, 10000, {0}));
   Cluster c = bare(3, 1);
   c.paceLeadUs = paced ? 0 : -1;
   return simulate(p, c).timeUs;
@@ -429,20 +424,14 @@ TEST(SimModel, PacedWritesLeaveOneAfterAnother) {
 // passes it (lands at 5, answer at 40), one to r1 keeps its place behind it and behind it on
 // r1's queue pair (lands at 25, answer at 60), as the library's proxy does.
 double signalPastHeldWrite(int signalPeer) {
-  const int kColl = plan::kPlanCtxColl, kCredit = plan::kPlanCtxCredit;
-  plan::Plan p;
-  p.topo = Topology::blocks(3, 1);
-  p.bytes.assign(9, 0);
-  p.ranks.resize(3);
+  const int kCredit = plan::kPlanCtxCredit;
+  plan::Plan p = flatPlan(3);
   auto& w = p.ranks[0].ops;
-  for (int k = 0; k < 2; ++k)
-    w.push_back(op(OpKind::kPut, Lane::kProxyPut, 1, 10000, kColl, plan::kSigData, 0, {},
-                   Region::kSend, Region::kRecv));
+  for (int k = 0; k < 2; ++k) w.push_back(dataPut(1, 10000));
   w.push_back(op(OpKind::kPut, Lane::kProxyPut, signalPeer, 0, kCredit, 0, 0, {}));
   auto& a = p.ranks[signalPeer].ops;
   a.push_back(op(OpKind::kWait, Lane::kProxyWait, 0, 0, kCredit, 0, 1, {}));
-  a.push_back(op(OpKind::kPut, Lane::kProxyPut, 0, 30000, kColl, plan::kSigData, 0,
-                 {(int)a.size() - 1}, Region::kSend, Region::kRecv));
+  a.push_back(dataPut(0, 30000, {(int)a.size() - 1}));
   Cluster c = bare(3, 1);
   c.paceLeadUs = 0;
   return simulate(p, c).timeUs;

@@ -13,8 +13,8 @@
 // the provider's link speed or one the user sets (RMACC_NET_PACE_GBPS).
 //
 // rmacc-sim, uniform 16 MiB on 8 / 16 / 32 x 8 GPUs at 50 GB/s per NIC: 0.83 / 0.76 / 0.70 ->
-// 0.85 / 0.86 / 0.78 of the bound; uniform 256 MiB on 16 / 32 nodes 0.94 / 0.93 -> 0.99 / 0.99
-// (bench/RESULTS.md §23).
+// 0.87 / 0.88 / 0.78 of the bound; uniform 256 MiB on 16 / 32 nodes 0.94 / 0.93 -> 0.99 / 0.99
+// (bench/RESULTS.md §23.2-23.3).
 #pragma once
 
 #include <algorithm>
@@ -25,8 +25,8 @@ namespace rmacc {
 class NicPacer {
  public:
   // The lead: the NIC is given its next write this long before it should run dry, so that
-  // posting and doorbell latency never leave it idle (rmacc-sim: 0, 2 and 5 µs give the same
-  // times; 10 µs lets writes overlap again).
+  // posting and doorbell latency never leave it idle (rmacc-sim: 0 and 2 µs give the same
+  // times, 5 µs 0.01 less at 16 nodes, 10 µs lets writes overlap again).
   static constexpr double kLeadS = 2e-6;
 
   // bytesPerSecond <= 0: pacing off (every write may go at once).

@@ -121,8 +121,8 @@ struct Options {
   // not cut, plan_build.cc). 0 or 1: chunks of one slot. chunkBytes() (plan_build.h) applies it.
   int minChunksPerRound = 0;
   uint64_t minChunkBytes = 1ull << 20;
-  // The same for the call's last node round alone (the larger of the two applies there): its
-  // chunks' forwards are the call's tail, and in no other round do they follow the wire.
+  // The same for the call's last node round alone (the larger of the two applies there): the
+  // forwards of its last chunk are the call's tail, with nothing left on the wire to hide them.
   int lastRoundMinChunks = 0;
   // Entry signals to remote writers go out this many pipeline positions before the round whose
   // direct put needs them, and the writer waits for one just before that round (RESULTS §7.6),

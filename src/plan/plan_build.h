@@ -76,11 +76,9 @@ void appendSegments(const std::vector<Block>& blocks, uint64_t lo, uint64_t hi,
 void settleGather(Op& op);
 // Bytes per relay chunk of one writer's round payload of `total` bytes (its bytes for one relay
 // in one node round): a slot, or less to make Options::minChunksPerRound chunks of at least
-// minChunkBytes. A function of the total and of whether the round is the call's last alone, so
-// the global planner, the per-rank planner, the count exchange and the verifier, which all see
-// both, cut a payload the same way.
-// In the call's last node round (`lastRound`, isLastRound) at least
-// Options::lastRoundMinChunks chunks.
+// minChunkBytes (in the call's last round, `lastRound`, at least lastRoundMinChunks). A function
+// of the total and of whether the round is the last alone, so the global planner, the per-rank
+// planner, the count exchange and the verifier, which all see both, cut a payload the same way.
 uint64_t chunkBytes(uint64_t total, const Options& options, bool lastRound);
 // Relay chunks (relay steps) of such a payload: chunk c is [c * chunkBytes, (c+1) * chunkBytes).
 inline uint64_t chunkCount(uint64_t total, const Options& options, bool lastRound) {
