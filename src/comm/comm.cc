@@ -112,8 +112,10 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     po.timeoutS = cfg_.timeoutS;
     po.eagerPoll = eagerProxyPoll();
     po.paceBytesPerSecond = cfg_.netPaceGBps < 0 ? fabric_->linkBytesPerSecond() : cfg_.netPaceGBps * 1e9;
-    INFO(kSubsysNet, "rank %d: data writes paced at %.1f GB/s (RMACC_NET_PACE_GBPS %s)", rank,
-         po.paceBytesPerSecond / 1e9, cfg_.netPaceGBps < 0 ? "auto: the link speed" : "set");
+    if (po.paceBytesPerSecond > 0)
+      INFO(kSubsysNet, "rank %d: data writes paced at %.1f GB/s (RMACC_NET_PACE_GBPS %s)", rank,
+           po.paceBytesPerSecond / 1e9, cfg_.netPaceGBps < 0 ? "auto: the link speed" : "set");
+    else INFO(kSubsysNet, "rank %d: data writes not paced (RMACC_NET_PACE_GBPS)", rank);
     if (trace_) {
       po.trace = [t = trace_.get()](const char* name, int peer, uint64_t bytes, double startUs,
                                     double durUs) {

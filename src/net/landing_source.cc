@@ -40,7 +40,7 @@ bool ProxyImpl::issueLandingWrite(Queue& q, InFlight& f) {
   LandingSource& s = landingSource(f.put.peer, t.slots);
   const uint32_t w = f.issued, chunk = w / 2;
   const size_t offset = (size_t)chunk * f.pieceBytes;
-  const size_t len = std::min(f.pieceBytes, f.put.bytes - offset);
+  const size_t len = f.landingChunkLength(chunk);
   Piece& piece = f.pieces[w];
   piece.put = &f;
   if (w % 2 == 0) {

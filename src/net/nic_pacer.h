@@ -12,6 +12,9 @@
 // writes overlap as they would unpaced; a rate below the wire's would throttle, so the rate is
 // the provider's link speed or one the user sets (RMACC_NET_PACE_GBPS).
 //
+// Times are in seconds in the proxy; any unit works where the rate and the lead use it too
+// (rmacc-sim models the proxy with this class in µs, tools/sim/runner.cc).
+//
 // rmacc-sim, uniform 16 MiB on 8 / 16 / 32 x 8 GPUs at 50 GB/s per NIC: 0.83 / 0.76 / 0.70 ->
 // 0.87 / 0.88 / 0.78 of the bound; uniform 256 MiB on 16 / 32 nodes 0.94 / 0.93 -> 0.99 / 0.99
 // (bench/RESULTS.md §23.2-23.3).
@@ -33,12 +36,11 @@ class NicPacer {
   explicit NicPacer(double bytesPerSecond = 0, double leadS = kLeadS)
       : rate_(bytesPerSecond), leadS_(leadS) {}
   bool enabled() const { return rate_ > 0; }
-  double bytesPerSecond() const { return rate_; }
 
-  // Seconds until a data write may be posted (0: now).
-  double waitS(double now) const {
-    return enabled() ? std::max(0.0, freeAtS_ - leadS_ - now) : 0;
-  }
+  // When the next data write may be posted.
+  double readyAt() const { return enabled() ? freeAtS_ - leadS_ : 0; }
+  // Seconds until then (0: now).
+  double waitS(double now) const { return std::max(0.0, readyAt() - now); }
   bool mayPost(double now) const { return waitS(now) == 0; }
   // A write of `bytes` was posted at `now`.
   void posted(size_t bytes, double now) {

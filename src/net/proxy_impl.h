@@ -14,6 +14,7 @@
 // thread was joined.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -73,6 +74,13 @@ struct InFlight {
   // the peer's zone and then the slot's header; nPieces counts writes, slotOf[c] is chunk c's.
   std::vector<int8_t> slotOf;
   bool landing() const { return put.landing.valid(); }
+  // Bytes of plain piece i (the last one is short), and of a landing put's chunk c.
+  size_t pieceLength(uint32_t i) const {
+    return i + 1 == nPieces ? put.bytes - (size_t)i * pieceBytes : pieceBytes;
+  }
+  size_t landingChunkLength(uint32_t c) const {
+    return std::min(pieceBytes, put.bytes - (size_t)c * pieceBytes);
+  }
   bool fullyIssued() const { return issued == nPieces; }
   bool finished() const { return completed == nPieces; }
 };

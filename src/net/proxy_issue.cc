@@ -30,12 +30,8 @@ bool ProxyImpl::issue(Queue& q) {
 // Bytes of the next write of `f`: what the pacer charges it (a landing header: none).
 static size_t nextWriteBytes(const InFlight& f) {
   const uint32_t i = f.issued;
-  if (f.landing()) {
-    if (i % 2) return 0;
-    return std::min(f.pieceBytes, f.put.bytes - (size_t)(i / 2) * f.pieceBytes);
-  }
-  if (!f.spans.empty()) return f.spans[i].bytes;
-  return i + 1 == f.nPieces ? f.put.bytes - (size_t)i * f.pieceBytes : f.pieceBytes;
+  if (f.landing()) return i % 2 ? 0 : f.landingChunkLength(i / 2);
+  return f.spans.empty() ? f.pieceLength(i) : f.spans[i].bytes;
 }
 
 ProxyImpl::Issued ProxyImpl::issueThrough(Queue& q, InFlight& f, bool& any) {
@@ -172,10 +168,9 @@ bool ProxyImpl::posted(InFlight& f, bool accepted) {
 
 bool ProxyImpl::issuePiece(InFlight& f) {
   uint32_t i = f.issued;
-  bool last = i + 1 == f.nPieces;
   if (heldBack(f, ordered_)) return false;
   size_t offset = (size_t)i * f.pieceBytes;
-  size_t len = last ? f.put.bytes - offset : f.pieceBytes;
+  size_t len = f.pieceLength(i);
   const char* src = f.put.bytes ? (const char*)f.put.src + offset : nullptr;
   const uint32_t data = pieceData(f, rank_, i);
   Piece& piece = f.pieces[i];

@@ -1,13 +1,14 @@
 #include "cluster.h"
 
 #include <cstdio>
-#include <string>
 
 #include "core/error.h"
 
 namespace rmacc::sim {
 
 std::string Cluster::describe() const {
+  char pacing[48] = "writes posted as released";
+  if (paceLeadUs >= 0) snprintf(pacing, sizeof pacing, "writes paced (lead %.1f us)", paceLeadUs);
   char text[1024];
   snprintf(text, sizeof text,
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
@@ -22,8 +23,7 @@ std::string Cluster::describe() const {
            maxMinSharing ? "max-min" : "bottleneck",
            !signalsBypassNicQueue ? "in the FIFO"
            : signalEndpoint ? "on an endpoint of their own" : "pass data to other peers",
-           paceLeadUs < 0 ? "writes posted as released"
-                          : ("writes paced (lead " + std::to_string(paceLeadUs).substr(0, 4) + " us)").c_str(),
+           pacing,
            ceGBps,
            ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,
            memopBatchItemUs, eventUs, proxyOpUs, iovLimit, signalLatencyUs, ceStreams,

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "exec/proxy_runs.h"
+#include "net/nic_pacer.h"
 #include "exec/trace.h"
 #include "critical_path.h"
 #include "machine.h"
@@ -54,15 +55,15 @@ class Run {
     int64_t relayHeld = 0;
     double proxyBusyUs = 0;           // this rank's proxy CPU: writes it issued and took in
     std::unordered_map<int, int> nicQueued;  // messages to each peer in the NIC queue or on it
-    // The proxy's pacer (Cluster::paceLeadUs): writes it holds, in posting order, and when the
-    // NIC is estimated to have sent what it was given.
+    // The proxy's pacer (Cluster::paceLeadUs), the library's own in µs, and the writes it
+    // holds, in posting order.
+    NicPacer pacer;
     struct Held {
       int peer;
       uint64_t bytes;
       std::function<void()> post;
     };
     std::deque<Held> held;
-    double nicFreeAt = 0;
     bool pacerArmed = false;
   };
   struct Counter {
@@ -118,6 +119,8 @@ Run::Run(const plan::Plan& plan, const Cluster& c, const std::string& tracePath)
                     plan.topo.nodeOf(r));
   if (!tracePath.empty())
     for (int r = 0; r < n_; ++r) traces_.push_back(std::make_unique<TraceWriter>(tracePath, r));
+  if (c.paceLeadUs >= 0)
+    for (RankState& st : ranks_) st.pacer = NicPacer(c.nicGBps * 1e3, c.paceLeadUs);  // B/µs, µs
 }
 
 // The executor's mapping (src/exec/executor.cc): CE ops to one peer share a copy stream.
@@ -504,9 +507,9 @@ void Run::sendPut(int r, int i) {
   });
 }
 
-// The library's pacer (src/net/nic_pacer.h, proxy_issue.cc): the first held data write goes
-// once the NIC's estimated backlog is at most paceLeadUs, and adds its bytes at the NIC's
-// rate; a zero-byte write goes at once unless a write to its peer is held before it.
+// As the library's proxy paces (src/net/nic_pacer.h, proxy_issue.cc): the first held data
+// write goes once the pacer allows; a zero-byte write goes at once unless a write to its peer
+// is held before it.
 void Run::pace(int r) {
   RankState& st = ranks_[r];
   std::vector<int> blocked;
@@ -518,8 +521,8 @@ void Run::pace(int r) {
       post();
       continue;
     }
-    if (it == st.held.begin() && fluid_.now() >= st.nicFreeAt - c_.paceLeadUs - 1e-9) {
-      st.nicFreeAt = std::max(st.nicFreeAt, fluid_.now()) + (double)it->bytes / (c_.nicGBps * 1e3);
+    if (it == st.held.begin() && st.pacer.mayPost(fluid_.now())) {
+      st.pacer.posted(it->bytes, fluid_.now());
       auto post = std::move(it->post);
       st.held.pop_front();
       post();
@@ -530,7 +533,7 @@ void Run::pace(int r) {
   }
   if (st.held.empty() || st.pacerArmed) return;
   st.pacerArmed = true;
-  fluid_.at(st.nicFreeAt - c_.paceLeadUs, [this, r] {
+  fluid_.at(st.pacer.readyAt(), [this, r] {
     ranks_[r].pacerArmed = false;
     pace(r);
   });
