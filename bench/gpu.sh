@@ -216,6 +216,12 @@ if has relay; then
   # The proxies' pacer on (tcp reports no link speed, so it is off by default here): data
   # writes in order at 2 GB/s, about loopback's rate; a check of the path, not a speed-up.
   RMACC_NET_PACE_GBPS=2 perf alltoallv-zipf-2x2-paced 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
+  # 5 emulated nodes: 4 remote sources a rank, so the completion waits run on a stream of their
+  # own (src/exec/executor.cc classify); 5 x 2 has relays too. 10 MPS clients on one GPU get 8
+  # hardware queues each (16 each ran out of channels at 4 x 32).
+  mps_for 10
+  perf alltoallv-zipf-5x1 5 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
+  CUDA_DEVICE_MAX_CONNECTIONS=8 perf alltoallv-zipf-5x2 10 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
 fi
 if has proxy; then  # 2 emulated nodes x 1 (proxy path only)
   mps_for 2

@@ -60,12 +60,14 @@ struct Shape {
 //      lanes go into its last batch with the done flags.
 //   a run of proxy puts whose stream hands over its next batch 16 ops or more later goes over
 //      as it ends (exec/proxy_runs.h): one call more where it happens.
-// Measured: 2x2 7, 4x2 12, 2x4 8-12 and 7-10 with unequal nodes (the batches split where deps
-// fall, which the counts decide; before the run ends went over, 4x2 11, 2x4 7-11, unequal 7-9);
-// the bounds are the worst rank's.
+//   with sources on two or more other nodes, the completion waits run on the CE-wait stream,
+//      one memop batch (exec/completion_waits.h), instead of joining the last batch.
+// Measured: 2x2 7, 4x2 13, 2x4 8-12 and 7-10 with unequal nodes (the batches split where deps
+// fall, which the counts decide; before the run ends went over, 4x2 11, 2x4 7-11, unequal 7-9;
+// 4x2 12 before its completion waits got their stream); the bounds are the worst rank's.
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> kShapes = {
-      {1, 2, 4}, {1, 4, 4}, {2, 2, 7}, {4, 2, 12}, {2, 4, 12}, {0, 0, 10, {0, 1, 0, 1, 1}}};
+      {1, 2, 4}, {1, 4, 4}, {2, 2, 7}, {4, 2, 13}, {2, 4, 12}, {0, 0, 10, {0, 1, 0, 1, 1}}};
   return kShapes;
 }
 

@@ -78,7 +78,8 @@ TEST_P(CountExchangeShapes, InputsEqualTheMatrixDerivation) {
     // Shapes of odd size cut relay payloads into >= 3 chunks of >= 1000 bytes (chunkBytes).
     opt.minChunksPerRound = n % 2 ? 3 : 0;
     opt.minChunkBytes = 1000;
-    opt.lastRoundMinChunks = 2;  // the last round cut finer than the others
+    opt.lastRoundMinChunks = 2;  // the last round cut finer than the others,
+    opt.lastRoundMinChunkBytes = 500;  // in a unit of its own
     opt.fitSlotsFrom = n % 2 ? 0 : 2;  // calls whose payloads fit half a slot get 8 of 2048 B
     CountExchange x(*boot, topo, ctx.rank, opt, 30);
     plan::Carry carry;

@@ -263,7 +263,7 @@ TEST(Planner, TwoByTwoHandChecked) {
             "r0 b0 proxyPut #7 -> r2 recv[0]+0 <- send[2]+0 102B sig(coll,data) deps{3}\n"
             "r0 b1 proxyWait #8 <- r2 sig(coll,relay) x1\n"
             "r0 b1 cePut #9 -> r1 recv[2]+0 <- relay+0 301B sig(coll,data) deps{2,8}\n"
-            "r0 b0 proxyWait #10 <- r2 sig(coll,data) x1\n"
+            "r0 b0 ceWait #10 <- r2 sig(coll,data) x1\n"
             "r0 b1 ceWait #11 <- r1 sig(coll,data) x2\n");
   EXPECT_EQ(p.nBatches, 2);
   EXPECT_EQ(p.relayBytes, 2u << 20);
@@ -609,6 +609,32 @@ TEST(Planner, LastRoundIsCutFiner) {
   const MatrixInputs inputs(t, b, o, Carry{});
   for (int r = 0; r < 8; ++r)
     EXPECT_EQ(makeRankPlan(t, o, inputs.of(r)).plan.ops.size(), p.ranks[r].ops.size()) << "r" << r;
+}
+
+// Options::lastRoundMinChunkBytes is the last round's unit: with the 4-byte unit of the other
+// rounds the last round's 6-byte payloads take chunks of 4 and 2 (2 puts), with its own unit
+// of 2 the three chunks asked for; both planners agree and the plans verify.
+TEST(Planner, LastRoundHasItsOwnChunkUnit) {
+  const Topology t = Topology::blocks(4, 2);
+  const auto b = counts(8, [](int s, int d) { return s == d ? 0 : 6; });
+  for (uint64_t unit : {0, 2}) {
+    Options o = opts(8, 4);
+    o.minChunkBytes = 4;
+    o.lastRoundMinChunks = 3;
+    o.lastRoundMinChunkBytes = unit;
+    const Plan p = planOf(t, b, o);
+    for (int r = 0; r < 8; ++r) {
+      const int relay = t.railPeer(r, t.sendNode(t.nodeOf(r), t.nNodes() - 1));
+      auto puts = find(p, r, [&](const Op& op) {
+        return op.kind == OpKind::kPut && op.dst.region == Region::kRelay && op.peer == relay;
+      });
+      EXPECT_EQ(puts.size(), unit ? 3u : 2u) << "r" << r << " unit " << unit;
+    }
+    expectGood({p, planOf(t, b, o, p.after)});
+    const MatrixInputs inputs(t, b, o, Carry{});
+    for (int r = 0; r < 8; ++r)
+      EXPECT_EQ(makeRankPlan(t, o, inputs.of(r)).plan.ops.size(), p.ranks[r].ops.size());
+  }
 }
 
 // Past a relay's first window, its first steps of a call wait for credits carried from the

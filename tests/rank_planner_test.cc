@@ -101,7 +101,8 @@ TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
     o.minChunkBytes = c / 16 % 3 + 1;
     o.entryLead = c / 48 % 4 - 1;  // -1 (all at the start), 0, 1, 2
     o.fitSlotsFrom = c % 3 == 1 ? c / 3 % 4 + 2 : 0;  // 2..5 nodes and up
-    o.lastRoundMinChunks = c / 7 % 3 + 1;  // 1 (as every round), 2, 3
+    o.lastRoundMinChunks = c / 7 % 4;  // 0, 1 (as every round), 2, 3
+    o.lastRoundMinChunkBytes = c / 11 % 3;  // 0 (minChunkBytes), 1, 2
     Carry carry;
     const int calls = (int)uniform(rng, 1, 3);
     for (int k = 0; k < calls; ++k) {

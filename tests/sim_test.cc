@@ -295,7 +295,8 @@ TEST(SimModel, CrossRailPenaltySlowsOnlyTheDirectSchedule) {
 // loop stalled: on 64 x 2 the unpaced plan, the default, reached 0.90 of the bound, the paced
 // one 0.83. Since direct puts follow their round's chunks and carried credits are the remote
 // entries (RESULTS §21) pacing no longer matters there: 16 x 2 on the FIFO NIC 0.96 either
-// way, 64 x 2 per peer 0.90 either way.
+// way, 64 x 2 per peer 0.90 either way; 0.94 / 0.93 once the completion waits are checked as
+// the data arrives instead of all at the end (plan_build.h completionKeyBatch).
 double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: the defaults
   Cluster c = preset("h200");
   c.nodes = nodes;
@@ -322,8 +323,8 @@ TEST(SimModel, CreditWindowOnAFifoNic) {
 
 TEST(SimModel, CreditWindowWhenTheNicServesEveryPeer) {
   const double unpaced = pacedFraction(true, 0, 64), paced = pacedFraction(true, 2, 64);
-  EXPECT_NEAR(unpaced, 0.90, 0.01);
-  EXPECT_NEAR(paced, 0.90, 0.01);
+  EXPECT_NEAR(unpaced, 0.94, 0.01);
+  EXPECT_NEAR(paced, 0.93, 0.01);
   EXPECT_NEAR(pacedFraction(true, -1, 64), unpaced, 1e-9) << "the default is the unpaced plan";
 }
 

@@ -327,7 +327,8 @@ plan::Options planOptionsOf(const Config& cfg, int nNodes) {
   opt.creditWindow = cfg.creditWindow;
   opt.fitSlotsFrom = plan::libraryFitSlotsFrom(opt.slots);
   opt.minChunksPerRound = plan::libraryMinChunks(nNodes);
-  opt.lastRoundMinChunks = plan::libraryLastRoundMinChunks();
+  opt.lastRoundMinChunks = plan::libraryLastRoundMinChunks(nNodes);
+  opt.lastRoundMinChunkBytes = plan::libraryLastRoundMinChunkBytes();
   return opt;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "exec/completion_waits.h"
 #include "exec/proxy_runs.h"
 #include "exec/rma.h"
 #include "exec/signal_space.h"
@@ -299,21 +300,26 @@ void Executor::flushAll(Batches& batches) {
 }
 
 // The streams of the call's ops; which of them only wait (WaitOnly). With a trace every stream
-// runs its own ops, so that each op gets its span.
+// runs its own ops, so that each op gets its span; so does a wait lane with completion waits on
+// kOwnCompletionStreamFrom or more sources of other nodes (exec/completion_waits.h).
 void Executor::classify(const std::vector<Op>& ops, Call& c) {
   c.streamOf.resize(ops.size());
   std::vector<Stream*> all;
   std::vector<char> onlyWaits;
+  std::vector<int> remoteCompletions;  // by stream
+  const std::vector<char> completion = remoteCompletionWaits(ops, ctx_.topo, ctx_.rank);
   for (size_t i = 0; i < ops.size(); ++i) {
     Stream* s = c.streamOf[i] = &streamFor(ops[i]);
     size_t k = std::find(all.begin(), all.end(), s) - all.begin();
     if (k == all.size()) {
       all.push_back(s);
       onlyWaits.push_back(!trace_ && !serial_);
+      remoteCompletions.push_back(0);
     }
     bool waits = ops[i].kind == OpKind::kWait;
     for (int d : ops[i].deps) waits = waits && c.streamOf[d] == s;
-    if (!waits) onlyWaits[k] = 0;
+    if (!waits || (completion[i] && ++remoteCompletions[k] == kOwnCompletionStreamFrom))
+      onlyWaits[k] = 0;
   }
   std::vector<int> waitOnlyAt(all.size(), -1);
   for (size_t k = 0; k < all.size(); ++k) {

@@ -124,6 +124,10 @@ struct Options {
   // The same for the call's last node round alone (the larger of the two applies there): the
   // forwards of its last chunk are the call's tail, with nothing left on the wire to hide them.
   int lastRoundMinChunks = 0;
+  // And the unit of the last round's chunks where lastRoundMinChunks > 0 (0: minChunkBytes):
+  // its blocks are the call's smallest payloads cut by the most chunks, so a whole MiB left
+  // rounds of < 2 MiB (from 9 nodes at 16 MiB per rank) in one chunk.
+  uint64_t lastRoundMinChunkBytes = 0;
   // Entry signals to remote writers go out this many pipeline positions before the round whose
   // direct put needs them, and the writer waits for one just before that round (RESULTS §7.6),
   // instead of all at the start: there each rank's proxy sent and took in one per remote rail

@@ -93,9 +93,12 @@ void settleGather(Op& op) {
 // minChunksPerRound chunks when it is under minChunksPerRound x minChunkBytes.
 uint64_t chunkBytes(uint64_t total, const Options& options, bool lastRound) {
   const uint64_t slot = options.slotBytes;
-  const int least = std::max(options.minChunksPerRound, lastRound ? options.lastRoundMinChunks : 0);
+  const bool finer = lastRound && options.lastRoundMinChunks > 0;
+  const int least = std::max(options.minChunksPerRound, finer ? options.lastRoundMinChunks : 0);
   if (least <= 1) return slot;
-  const uint64_t unit = std::max<uint64_t>(1, options.minChunkBytes);
+  const uint64_t unit = std::max<uint64_t>(1, finer && options.lastRoundMinChunkBytes
+                                                  ? options.lastRoundMinChunkBytes
+                                                  : options.minChunkBytes);
   const uint64_t want = (total + least - 1) / least;
   return std::min(slot, std::max<uint64_t>(1, (want + unit - 1) / unit) * unit);
 }

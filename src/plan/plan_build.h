@@ -29,10 +29,21 @@ enum Phase : int {
   kPhaseCredit,      // credit for the step that reuses the slot, after those forwards; after
                      // this batch's puts, which share its proxy-put lane and must not queue
                      // behind forwards they do not depend on
-  kPhaseFinal,       // receive completion waits, last on their lanes
+  kPhaseFinal,       // receive completion waits (completionKeyBatch)
   kNumPhases
 };
-constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;
+constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;  // bounds the pipeline's positions
+
+// The sort batch of a rank's completion wait on a source whose last data to it is put or
+// forwarded at batch `last`: the next position, on the CE-wait lane, which nothing else uses
+// after the entry waits. So the waits are checked while the call's data arrives, the direct
+// puts' from remote rail peers round by round, on a stream of their own (src/exec/executor.cc
+// classify), and a call's tail is the waits on its last round's sources alone. At the end of
+// the lanes, as before, they ran one after another (~1 us of stream time each, RESULTS §20.1)
+// once the last relay wait or the last forward was through: 15 + 7 of them at 16 x 8 GPUs.
+// On the proxy-wait lane mid-call a wait on a large, late direct put held up the relay waits
+// behind it (rmacc-sim, zipf 256 MiB on 32 x 8: 0.93 -> 0.89 of the bound).
+inline int completionKeyBatch(int last) { return last + 1; }
 
 // Local rank of the m-th block (m = 0 .. L-2) of a relay payload, on a node of L ranks, into
 // the relay of local rank `relay`: the relay's node-mates in local-rank order starting after the
@@ -42,6 +53,19 @@ constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;
 // then carried L-1 forwards at once (rmacc-sim, 2 x 8 at 256 MiB: the last chunk's forwards
 // took 300 us instead of 42). Every party that lays out or reads a payload uses this order.
 inline int payloadLocal(int relay, int L, int m) { return (relay + 1 + m) % L; }
+
+// Order of a rank's completion waits on sources whose last data comes in the same batch: a
+// node-mate's last forwards (payloadLocal) and its intra-node puts (Planner::addIntraNode) both
+// reach local rank `me` from local rank j at position (me - j - 1) mod L, so waiting in that
+// order lets the later signals land while the earlier waits are checked; in local-rank order
+// the first wait was often on the last signal to land and the other waits, each ~1 us of
+// stream time (RESULTS §20.1), all came after it (rmacc-sim, 16 x 8 GPUs uniform 16 MiB: the
+// 7 waits of a call's tail). Remote sources, on the other wait lane, keep rank order.
+inline int64_t finalWaitOrder(const Topology& topo, int me, int src) {
+  if (!topo.sameNode(me, src)) return (int64_t)topo.nodeSize(topo.nodeOf(me)) + src;
+  const int L = topo.nodeSize(topo.nodeOf(me));
+  return (topo.localRankOf(me) - topo.localRankOf(src) - 1 + 2 * L) % L;
+}
 
 // One block of a round payload: the bytes the writer sends to `dest`, at `start` in the payload.
 struct Block {
@@ -130,11 +154,16 @@ inline int libraryFitSlotsFrom(int slots) { return 4 * slots + 2; }
 // 16 MiB 0.75 / 0.64 -> 0.84 / 0.78); from 6 nodes two chunks cost uniform 16 MiB up to 0.20
 // (RESULTS §22.8). rmacc-sim plans with the same.
 inline int libraryMinChunks(int nNodes) { return nNodes <= 5 ? 2 : 0; }
-// Options::lastRoundMinChunks as the library sets it: 2. The last round's forwards are the
-// call's tail on every node count; cutting only that round costs one more put, wait and credit
-// per relay and call (rmacc-sim, uniform 16 MiB on 6 / 8 / 12 x 8 GPUs 0.87 / 0.87 / 0.88 ->
-// 0.89 / 0.90 / 0.89 of the bound; RESULTS §23). rmacc-sim plans with the same.
-inline int libraryLastRoundMinChunks() { return 2; }
+// Options::lastRoundMinChunks and ::lastRoundMinChunkBytes as the library sets them on nNodes:
+// 3 chunks of whole 512 KiB from 3 nodes, off on 2 (its one round is also the first, cut by
+// minChunksPerRound). The last round's forwards are the call's tail on every node count;
+// cutting only that round costs a put, a wait and a credit or two more per relay and call.
+// Two chunks of whole MiB (the first rule, RESULTS §23) left it whole below 2 MiB, from 9
+// nodes at 16 MiB per rank (rmacc-sim, uniform 16 MiB, 8 GPUs a node, 3 / 4 / 6 / 12 / 16
+// nodes: 0.896 / 0.898 / 0.894 / 0.893 / 0.888 -> 0.899 / 0.913 / 0.905 / 0.900 / 0.904 of the
+// bound; 2 nodes 0.889 -> 0.879 with it; RESULTS §24). rmacc-sim plans with the same.
+inline int libraryLastRoundMinChunks(int nNodes) { return nNodes > 2 ? 3 : 0; }
+inline uint64_t libraryLastRoundMinChunkBytes() { return 512ull << 10; }
 // Whether calls on nNodes may get fitted slots (Options::fitSlotsFrom).
 inline bool fitsSlots(int nNodes, const Options& options) {
   return options.fitSlotsFrom > 0 && nNodes >= options.fitSlotsFrom;

@@ -371,7 +371,7 @@ void RankPlanner::addCredits() {
 
 // One completion wait per source that writes here: local ranks (their own blocks at batch 0,
 // plus what they forward, as RankInputs says) and rail peers of other nodes (direct puts in the
-// round that pairs their node with this one). In source order, then stably by last batch.
+// round that pairs their node with this one). By completionKeyBatch, then finalWaitOrder.
 void RankPlanner::addFinalWaits() {
   std::vector<Source>& srcs = s_.srcs;
   srcs.clear();
@@ -392,30 +392,29 @@ void RankPlanner::addFinalWaits() {
       if (direct > 0) srcs.push_back({s, direct, directPos_[roundFrom[a]]});
     }
   }
-  std::sort(srcs.begin(), srcs.end(), [](const Source& a, const Source& b) { return a.rank < b.rank; });
-  std::stable_sort(srcs.begin(), srcs.end(),
-                   [](const Source& a, const Source& b) { return a.last < b.last; });
-  for (const Source& s : srcs) {
-    const Lane lane = topo_.sameNode(s.rank, me_) ? Lane::kCeWait : Lane::kProxyWait;
-    add(waitOp(lane, s.rank, kPlanCtxColl, kSigData, s.signals), s.last, kPhaseFinal, {},
-        kFinalBatch);
-  }
+  auto keyOf = [&](const Source& s) { return completionKeyBatch(s.last); };
+  std::sort(srcs.begin(), srcs.end(), [&](const Source& a, const Source& b) {
+    if (keyOf(a) != keyOf(b)) return keyOf(a) < keyOf(b);
+    return finalWaitOrder(topo_, me_, a.rank) < finalWaitOrder(topo_, me_, b.rank);
+  });
+  for (const Source& s : srcs)
+    add(waitOp(Lane::kCeWait, s.rank, kPlanCtxColl, kSigData, s.signals), s.last, kPhaseFinal, {},
+        keyOf(s));
 }
 
 // Orders the drafts by key, stably, into `out` (sortDrafts' result, without its sort): keys
-// below the final phase are batch * kNumPhases + phase with batch <= roundBase_[nNodes], so a
-// counting sort over those few buckets (plus one for the final waits) is linear. Ops of `out`
-// are overwritten in place, keeping their dep and gather lists' memory.
+// are batch * kNumPhases + phase with batch <= roundBase_[nNodes] + 1 (a completion wait on
+// the last position's forwards, completionKeyBatch), so a counting sort over those few buckets
+// is linear. Ops of `out` are overwritten in place, keeping their dep and gather lists' memory.
 void RankPlanner::sortInto(RankPlan& out) {
-  const int64_t finalKey = (int64_t)kFinalBatch * kNumPhases;
-  const int finalBucket = (roundBase_[nNodes_] + 1) * kNumPhases;
+  const int buckets = (roundBase_[nNodes_] + 2) * kNumPhases;
   std::vector<int>& bucket = s_.bucket;
   std::vector<int>& where = s_.where;
-  bucket.assign(finalBucket + 2, 0);
+  bucket.assign(buckets + 1, 0);
   auto bucketOf = [&](int64_t key) {
-    RMACC_ENFORCE(key >= finalKey || key < finalBucket, "r%d: op key %lld past the last batch",
-                  me_, (long long)key);
-    return key >= finalKey ? finalBucket : (int)key;
+    RMACC_ENFORCE(key >= 0 && key < buckets, "r%d: op key %lld past the last batch", me_,
+                  (long long)key);
+    return (int)key;
   };
   for (const Scratch::Draft& d : drafts_) ++bucket[bucketOf(d.key) + 1];
   for (size_t b = 1; b < bucket.size(); ++b) bucket[b] += bucket[b - 1];

@@ -113,9 +113,13 @@ void checkOp(const Plan& plan, int call, int r, int i) {
   const bool isPut = op.kind == OpKind::kPut;
   // A writer's wait for a relay's credit gates nothing but its next put there, so it sits on
   // the proxy-put lane, right before that put (plan_build.h kPhasePut).
+  // A completion wait (the data signals of one source) gates nothing: every one is on the
+  // CE-wait lane, where the executor checks them as the data comes (plan_build.h
+  // completionKeyBatch).
   const bool credit = !isPut && op.ctx == kPlanCtxCredit;
+  const bool completion = !isPut && op.ctx == kPlanCtxColl && op.sigIdx == kSigData;
   const Lane want = isPut ? (local ? Lane::kCePut : Lane::kProxyPut)
-                          : local ? Lane::kCeWait
+                          : local || completion ? Lane::kCeWait
                           : credit ? Lane::kProxyPut : Lane::kProxyWait;
   if (op.lane != want) {
     fail("%s: a %s %s r%d belongs on the %s lane", what().c_str(), isPut ? "put to" : "wait on",

@@ -40,7 +40,9 @@ const char* kUsage =
     "          --min-chunks C  --min-chunk-bytes SIZE   (Options::minChunksPerRound,\n"
     "          ::minChunkBytes: cut each relay payload into >= C chunks of >= SIZE; 0: off;\n"
     "          default: the library's, 2 up to 5 nodes)  --last-chunks C (Options::\n"
-    "          lastRoundMinChunks: the same for the call's last node round; default 2)\n"
+    "          lastRoundMinChunks: the same for the call's last node round; default 3 from\n"
+    "          3 nodes, 0 on 2)  --last-chunk-bytes SIZE (::lastRoundMinChunkBytes, its unit;\n"
+    "          0: --min-chunk-bytes; default 512K)\n"
     "          --entry-lead P   (Options::entryLead: remote entry signals P positions ahead\n"
     "          of their round; -1: all at the start)  --round-order library|triangular|paired\n"
     "          (node rounds as the library orders them, NCCL's k(k+1)/2 order, or 1, N-1,\n"
@@ -85,6 +87,7 @@ SimOptions parseOptions(int argc, char** argv) {
   SimOptions o;
   o.planner.minChunksPerRound = -1;  // the library's for the node count, unless --min-chunks
   o.planner.lastRoundMinChunks = -1;  // the library's, unless --last-chunks
+  o.planner.lastRoundMinChunkBytes = ~0ull;  // the library's, unless --last-chunk-bytes
   Cluster& c = o.cluster;
   MoeRouter& m = o.traffic.moe;
   int slots = 4;
@@ -144,6 +147,8 @@ SimOptions parseOptions(int argc, char** argv) {
        [&](auto& k, auto v) {
          o.planner.entryLead = std::string(v) == "-1" ? -1 : integer(k, v, 0, 1024);
        }},
+      {"--last-chunk-bytes",
+       [&](auto& k, auto v) { o.planner.lastRoundMinChunkBytes = size(k, v); }},
       {"--min-chunk-bytes", [&](auto& k, auto v) { o.planner.minChunkBytes = size(k, v); }},
       {"--rounds-per-batch",
        [&](auto& k, auto v) { o.planner.roundsPerBatch = integer(k, v, 0, 1024); }},
@@ -195,7 +200,10 @@ SimOptions parseOptions(int argc, char** argv) {
   o.planner.slotBytes = o.relayBytes / slots;
   o.planner.fitSlotsFrom = fit ? plan::libraryFitSlotsFrom(slots) : 0;
   if (o.planner.minChunksPerRound < 0) o.planner.minChunksPerRound = plan::libraryMinChunks(c.nodes);
-  if (o.planner.lastRoundMinChunks < 0) o.planner.lastRoundMinChunks = plan::libraryLastRoundMinChunks();
+  if (o.planner.lastRoundMinChunks < 0)
+    o.planner.lastRoundMinChunks = plan::libraryLastRoundMinChunks(c.nodes);
+  if (o.planner.lastRoundMinChunkBytes == ~0ull)
+    o.planner.lastRoundMinChunkBytes = plan::libraryLastRoundMinChunkBytes();
   RMACC_ARG_CHECK(o.planner.maxPutBytes > 0, "--max-put must be > 0");
   return o;
 }

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "exec/completion_waits.h"
 #include "exec/proxy_runs.h"
 #include "net/nic_pacer.h"
 #include "exec/trace.h"
@@ -77,6 +78,7 @@ class Run {
   }
   int streamFor(int r, const Op& op) const;
   void setUp(int r);
+  void foldCompletionWaits(int r);
   void groupCalls(int r);
   double callCost(int r, const std::vector<int>& group) const;
   void enqueue(int r, double base);
@@ -160,9 +162,34 @@ void Run::setUp(int r) {
     if (op.kind == OpKind::kWait)
       st.threshold[i] = consumed[key(r, op.peer, op.ctx, op.sigIdx)] += op.count;
   }
+  foldCompletionWaits(r);
   groupCalls(r);
   enqueue(r, base);
   if (m == 0) st.doneAt = base;
+}
+
+// A wait lane the executor folds into other streams (Executor::classify: fewer than
+// kOwnCompletionStreamFrom completion waits on other nodes) has the waits that no other stream
+// holds -- its trailing waits that nothing depends on -- joined to the last stream's final
+// batch, after every stream's work: the first of them waits here for the last op of every
+// other stream.
+void Run::foldCompletionWaits(int r) {
+  RankState& st = ranks_[r];
+  const std::vector<char> remote = remoteCompletionWaits(plan_.ranks[r].ops, plan_.topo, r);
+  for (int lane : {c_.ceStreams, c_.ceStreams + 2}) {  // the CE-wait and proxy-wait lanes
+    const std::vector<int>& ops = st.streams[lane].ops;
+    int remoteWaits = 0;
+    for (int i : ops) remoteWaits += remote[i];
+    size_t tail = ops.size();
+    while (tail > 0 && st.dependents[ops[tail - 1]].empty()) --tail;
+    if (tail == ops.size() || remoteWaits >= kOwnCompletionStreamFrom) continue;
+    const int first = ops[tail];
+    for (int t = 0; t < (int)st.streams.size(); ++t) {
+      if (t == c_.ceStreams || t == c_.ceStreams + 2 || st.streams[t].ops.empty()) continue;
+      st.dependents[st.streams[t].ops.back()].push_back(first);
+      ++st.depsLeft[first];
+    }
+  }
 }
 
 // The host enqueues op by op in plan order and pays for a backend call when its last op is in
