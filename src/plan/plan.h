@@ -44,7 +44,8 @@ enum class OpKind : uint8_t {
   kCopy,  // move `bytes` from src to dst, both on this rank (the block a rank sends itself)
   kWait,  // wait until `count` more signals (ctx, sigIdx) from `peer` have arrived than the
           // waits before it on this rank consumed; kCeWait for local peers, kProxyWait remote,
-          // but a writer's wait for a relay credit on kProxyPut, before the put it gates
+          // but a writer's wait for a relay credit on kProxyPut, before the put it gates, and
+          // every completion wait (sig kSigData) on kCeWait
 };
 
 // One source of a gathering put: `bytes` from `src`.

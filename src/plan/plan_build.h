@@ -37,8 +37,9 @@ constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;  // bounds the pipeline's 
 // The sort batch of a rank's completion wait on a source whose last data to it is put or
 // forwarded at batch `last`: the next position, on the CE-wait lane, which nothing else uses
 // after the entry waits. So the waits are checked while the call's data arrives, the direct
-// puts' from remote rail peers round by round, on a stream of their own (src/exec/executor.cc
-// classify), and a call's tail is the waits on its last round's sources alone. At the end of
+// puts' from remote rail peers round by round, on a stream of their own where a rank has
+// sources on two or more other nodes (exec/completion_waits.h), and a call's tail is the waits
+// on its last round's sources alone. At the end of
 // the lanes, as before, they ran one after another (~1 us of stream time each, RESULTS §20.1)
 // once the last relay wait or the last forward was through: 15 + 7 of them at 16 x 8 GPUs.
 // On the proxy-wait lane mid-call a wait on a large, late direct put held up the relay waits
@@ -60,7 +61,8 @@ inline int payloadLocal(int relay, int L, int m) { return (relay + 1 + m) % L; }
 // order lets the later signals land while the earlier waits are checked; in local-rank order
 // the first wait was often on the last signal to land and the other waits, each ~1 us of
 // stream time (RESULTS §20.1), all came after it (rmacc-sim, 16 x 8 GPUs uniform 16 MiB: the
-// 7 waits of a call's tail). Remote sources, on the other wait lane, keep rank order.
+// 7 waits of a call's tail). Remote sources, where they tie with those, come after them in
+// rank order.
 inline int64_t finalWaitOrder(const Topology& topo, int me, int src) {
   if (!topo.sameNode(me, src)) return (int64_t)topo.nodeSize(topo.nodeOf(me)) + src;
   const int L = topo.nodeSize(topo.nodeOf(me));
