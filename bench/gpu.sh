@@ -22,8 +22,10 @@
 #   graph      CUDA graph replays (rmacc-perf --graph) against the same calls uncaptured, same
 #              run: AlltoAll and AlltoAllV with device counts, 1 node, 1K..64M (issue 13)
 # and, only when named: sanitizer capsan pyunit serial random trace relay proxy gdr cost2
+# graphnodes
 # (capsan: compute-sanitizer memcheck over the captured dynamic call, 1 x 2 on one GPU; pyunit:
-# the Python package's CUDA unittest, PYUNIT picks the cases)
+# the Python package's CUDA unittest, PYUNIT picks the cases; graphnodes: the graph step's calls
+# on 3 emulated nodes x 1, where completion waits run on a stream of their own)
 # ("all": everything).
 # GPU_TESTS narrows the tests step (a ctest -R regex; default Cuda|Gpu).
 # MAXSIZE caps the alltoall sweeps (default 4G). BUDGET_S (default 540): steps not yet started
@@ -34,7 +36,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
 DEFAULT_STEPS="tests perf ncclapi peer overlap zipf cost dyncounts proxycpu loop graph"
 STEPS=${STEPS:-$DEFAULT_STEPS}
-[[ $STEPS == all ]] && STEPS="sanitizer capsan $DEFAULT_STEPS serial random trace relay proxy gdr cost2"
+[[ $STEPS == all ]] && STEPS="sanitizer capsan $DEFAULT_STEPS serial random trace relay proxy gdr cost2 graphnodes"
 MAXSIZE=${MAXSIZE:-4G}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -267,6 +269,13 @@ if has graph; then  # the same calls uncaptured and as graph replays, same run (
   for g in "" --graph; do
     perf alltoall${g:+-graph} "$local_ranks" 1 alltoall -b 1K -e 64M -f 8 -n 100 -w 10 $g
     perf counts-device${g:+-graph} "$local_ranks" 1 alltoallv --pattern zipf --counts device -b 1K -e 64M -f 8 -n 100 -w 10 $g
+  done
+fi
+if has graphnodes; then  # graph replays across 3 emulated nodes: a stream of completion waits captured too
+  mps_for 3
+  for g in "" --graph; do
+    perf alltoall-3x1${g:+-graph} 3 3 alltoall -b 1K -e 16M -f 8 -n 20 -w 3 $g
+    perf counts-device-3x1${g:+-graph} 3 3 alltoallv --pattern zipf --counts device -b 1K -e 16M -f 8 -n 20 -w 3 $g
   done
 fi
 if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
