@@ -307,7 +307,9 @@ void Executor::classify(const std::vector<Op>& ops, Call& c) {
   std::vector<Stream*> all;
   std::vector<char> onlyWaits;
   std::vector<int> remoteCompletions;  // by stream
-  const std::vector<char> completion = remoteCompletionWaits(ops, ctx_.topo, ctx_.rank);
+  // Only where a stream may be wait-only (not with a trace or serial lanes, one node's case).
+  const std::vector<char> completion =
+      trace_ || serial_ ? std::vector<char>() : remoteCompletionWaits(ops, ctx_.topo, ctx_.rank);
   for (size_t i = 0; i < ops.size(); ++i) {
     Stream* s = c.streamOf[i] = &streamFor(ops[i]);
     size_t k = std::find(all.begin(), all.end(), s) - all.begin();
@@ -318,7 +320,8 @@ void Executor::classify(const std::vector<Op>& ops, Call& c) {
     }
     bool waits = ops[i].kind == OpKind::kWait;
     for (int d : ops[i].deps) waits = waits && c.streamOf[d] == s;
-    if (!waits || (completion[i] && ++remoteCompletions[k] == kOwnCompletionStreamFrom))
+    if (!waits ||
+        (!completion.empty() && completion[i] && ++remoteCompletions[k] == kOwnCompletionStreamFrom))
       onlyWaits[k] = 0;
   }
   std::vector<int> waitOnlyAt(all.size(), -1);

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "plan/plan.h"
@@ -67,6 +68,13 @@ inline int64_t finalWaitOrder(const Topology& topo, int me, int src) {
   if (!topo.sameNode(me, src)) return (int64_t)topo.nodeSize(topo.nodeOf(me)) + src;
   const int L = topo.nodeSize(topo.nodeOf(me));
   return (topo.localRankOf(me) - topo.localRankOf(src) - 1 + 2 * L) % L;
+}
+
+// The order both planners draft rank `me`'s completion waits in: by completionKeyBatch of the
+// source's last data batch `last`, then finalWaitOrder.
+inline std::pair<int, int64_t> completionWaitOrder(const Topology& topo, int me, int src,
+                                                   int last) {
+  return {completionKeyBatch(last), finalWaitOrder(topo, me, src)};
 }
 
 // One block of a round payload: the bytes the writer sends to `dest`, at `start` in the payload.

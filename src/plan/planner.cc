@@ -354,22 +354,19 @@ void Planner::addCredits(int relay) {
 
 // Completion: one wait per source for all the kSigData signals it sends, so when every op of
 // the rank is done its receive buffer is complete. Nothing depends on them; they go on the
-// CE-wait lane, placed by completionKeyBatch, in finalWaitOrder where those are equal.
+// CE-wait lane, placed by completionKeyBatch, in completionWaitOrder.
 void Planner::addFinalWaits(int dest) {
   std::vector<int> srcs;
   for (int s = 0; s < n_; ++s)
     if (dataCount_[(size_t)dest * n_ + s] > 0) srcs.push_back(s);
-  auto keyOf = [&](int s) {
-    return completionKeyBatch(lastDataBatch_[(size_t)dest * n_ + s]);
+  auto order = [&](int s) {
+    return completionWaitOrder(topo_, dest, s, lastDataBatch_[(size_t)dest * n_ + s]);
   };
-  std::sort(srcs.begin(), srcs.end(), [&](int a, int b) {
-    if (keyOf(a) != keyOf(b)) return keyOf(a) < keyOf(b);
-    return finalWaitOrder(topo_, dest, a) < finalWaitOrder(topo_, dest, b);
-  });
+  std::sort(srcs.begin(), srcs.end(), [&](int a, int b) { return order(a) < order(b); });
   for (int s : srcs) {
     const size_t k = (size_t)dest * n_ + s;
     add(dest, waitOp(Lane::kCeWait, s, kPlanCtxColl, kSigData, dataCount_[k]), lastDataBatch_[k],
-        kPhaseFinal, keyOf(s));
+        kPhaseFinal, completionKeyBatch(lastDataBatch_[k]));
   }
 }
 

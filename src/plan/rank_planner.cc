@@ -371,7 +371,7 @@ void RankPlanner::addCredits() {
 
 // One completion wait per source that writes here: local ranks (their own blocks at batch 0,
 // plus what they forward, as RankInputs says) and rail peers of other nodes (direct puts in the
-// round that pairs their node with this one). By completionKeyBatch, then finalWaitOrder.
+// round that pairs their node with this one). In completionWaitOrder.
 void RankPlanner::addFinalWaits() {
   std::vector<Source>& srcs = s_.srcs;
   srcs.clear();
@@ -392,14 +392,13 @@ void RankPlanner::addFinalWaits() {
       if (direct > 0) srcs.push_back({s, direct, directPos_[roundFrom[a]]});
     }
   }
-  auto keyOf = [&](const Source& s) { return completionKeyBatch(s.last); };
   std::sort(srcs.begin(), srcs.end(), [&](const Source& a, const Source& b) {
-    if (keyOf(a) != keyOf(b)) return keyOf(a) < keyOf(b);
-    return finalWaitOrder(topo_, me_, a.rank) < finalWaitOrder(topo_, me_, b.rank);
+    return completionWaitOrder(topo_, me_, a.rank, a.last) <
+           completionWaitOrder(topo_, me_, b.rank, b.last);
   });
   for (const Source& s : srcs)
     add(waitOp(Lane::kCeWait, s.rank, kPlanCtxColl, kSigData, s.signals), s.last, kPhaseFinal, {},
-        keyOf(s));
+        completionKeyBatch(s.last));
 }
 
 // Orders the drafts by key, stably, into `out` (sortDrafts' result, without its sort): keys
