@@ -677,6 +677,57 @@ TEST(Planner, CarriedCreditIsTheRemoteEntry) {
   expectCaught(plans, "before r2 entered call 2");
 }
 
+// Relay release (Options::releaseRelayUpTo), 2 x 2, two slots of 4 bytes, rounds cut into 2
+// chunks: every relay sends its writer one release per call and the writer waits for it among
+// its completion waits; from the second call on, the first two relay steps of a call (the
+// released ones) wait for no credit, the later ones for carried and in-call credits as before.
+// Without the release (and the writer's wait for it) the verifier finds the next call's first
+// step overwriting bytes the relay has not forwarded yet.
+TEST(Planner, ReleaseFreesTheNextCallsFirstSteps) {
+  const Topology t = Topology::blocks(2, 2);
+  Options o = opts(4, 2);
+  o.minChunksPerRound = 2;
+  o.minChunkBytes = 1;
+  o.releaseRelayUpTo = 2;
+  ASSERT_EQ(releasedSteps(o), 2u);
+  const auto b = counts(4, [](int s, int d) { return 6 + (s + d) % 3; });
+  std::vector<Plan> plans;
+  Carry carry;
+  for (int call = 0; call < 4; ++call) {
+    plans.push_back(planOf(t, b, o, carry));
+    carry = plans.back().after;
+  }
+  auto release = [](const Op& op) { return op.ctx == kPlanCtxCredit && op.sigIdx == kSigRelease; };
+  for (size_t call = 0; call < plans.size(); ++call) {
+    const Plan& p = plans[call];
+    for (int r = 0; r < 4; ++r) {
+      const int q = r ^ 2;  // r's rail peer on the other node: its relay and its writer
+      auto sent = find(p, r, [&](const Op& op) { return release(op) && op.kind == OpKind::kPut; });
+      auto waits = find(p, r, [&](const Op& op) { return release(op) && op.kind == OpKind::kWait; });
+      ASSERT_EQ(sent.size(), 1u);
+      ASSERT_EQ(waits.size(), 1u);
+      EXPECT_EQ(p.ranks[r].ops[sent[0]].peer, q);
+      EXPECT_EQ(p.ranks[r].ops[waits[0]].peer, q);
+      EXPECT_EQ(p.ranks[r].ops[waits[0]].lane, Lane::kCeWait);
+      // One relay step of 2..4 bytes a call, cut in two: both released, no credit waits.
+      EXPECT_TRUE(find(p, r, [](const Op& op) { return isWait(op, kPlanCtxCredit) &&
+                                                       op.sigIdx == kSigStep; }).empty())
+          << "call " << call << " r" << r;
+    }
+  }
+  expectGood(plans);
+  // Call 2 without r2's release to r0 and r0's wait for it: r0 enters call 3 and writes its
+  // first step into slot 0 while r2 may still hold call 2's bytes there (lazy forwards).
+  std::vector<Plan> broken = plans;
+  auto sent = find(broken[2], 2, [&](const Op& op) { return release(op) && op.kind == OpKind::kPut; });
+  auto wait = find(broken[2], 0, [&](const Op& op) { return release(op) && op.kind == OpKind::kWait; });
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(wait.size(), 1u);
+  eraseOp(broken[2], 2, sent[0]);
+  eraseOp(broken[2], 0, wait[0]);
+  expectCaught(broken, "unforwarded");
+}
+
 TEST(Planner, SplitsPutsAtMaxPutBytes) {
   Plan p = planOf(Topology::blocks(2, 2), counts(4, [](int, int) { return 10; }), opts(8, 2, 3));
   for (int r = 0; r < 4; ++r)

@@ -103,6 +103,7 @@ TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
     o.fitSlotsFrom = c % 3 == 1 ? c / 3 % 4 + 2 : 0;  // 2..5 nodes and up
     o.lastRoundMinChunks = c / 7 % 4;  // 0, 1 (as every round), 2, 3
     o.lastRoundMinChunkBytes = c / 11 % 3;  // 0 (minChunkBytes), 1, 2
+    o.releaseRelayUpTo = c / 13 % 3 * 4;  // 0 (never), up to 4 nodes, up to 8
     Carry carry;
     const int calls = (int)uniform(rng, 1, 3);
     for (int k = 0; k < calls; ++k) {
@@ -138,6 +139,7 @@ TEST_P(AssembledPlans, Verify) {
   o.slotBytes = 16;
   o.slots = 2;
   o.maxPutBytes = 10;
+  o.releaseRelayUpTo = GetParam().size() != 16 ? 5 : 0;  // relays release themselves
   Rng rng(18);
   std::vector<Plan> calls;
   Carry carry;

@@ -329,6 +329,7 @@ plan::Options planOptionsOf(const Config& cfg, int nNodes) {
   opt.minChunksPerRound = plan::libraryMinChunks(nNodes);
   opt.lastRoundMinChunks = plan::libraryLastRoundMinChunks(nNodes);
   opt.lastRoundMinChunkBytes = plan::libraryLastRoundMinChunkBytes();
+  opt.releaseRelayUpTo = plan::libraryReleaseRelayUpTo();
   return opt;
 }
 

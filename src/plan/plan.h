@@ -37,6 +37,13 @@ enum CollSignal : int {
   kSigRelay = 1,  // bytes landed in the receiver's relay buffer
 };
 
+// Signal indices inside the credit context (net/signals.h kCtxCredit).
+enum CreditSignal : int {
+  kSigStep = 0,     // a relay step's slot is free for its writer (DESIGN.md §2 credits)
+  kSigRelease = 1,  // the relay's slot for the next call's first step is free (Options::
+                    // releaseRelayUpTo)
+};
+
 enum class OpKind : uint8_t {
   kPut,   // move `bytes` (may be 0) from src on this rank to dst on `peer`, then bump the
           // signal (ctx, sigIdx, source = this rank) at `peer`. kCePut lane: copy engine to a
@@ -152,6 +159,15 @@ struct Options {
   // most of a call's rounds in flight at once and 8-node calls lost up to 0.12 of their bound
   // in rmacc-sim) and orders the node rounds in pairs there (plan::usePairedRounds).
   int fitSlotsFrom = 0;
+  // Relay release (RESULTS §25), on communicators of 2 .. this many nodes whose slots are not
+  // fitted (0: never). A call's first relay steps reuse slots of the call before, so each
+  // waited for a credit the relay sent once it had started the call: at 2 nodes the first relay
+  // put, and the NIC, waited ~8 us (proxy, wire, proxy) every call. Instead each relay sends
+  // every rank that may write into it in the next call (its rail peers on the other nodes,
+  // whatever the counts) one release credit once the slots of that call's first
+  // releasedSteps() steps are free, and each writer waits for it among its completion waits:
+  // the next call's first steps then wait for nothing. The library sets 2 (plan_build.h).
+  int releaseRelayUpTo = 0;
 };
 
 // Rounds per batch that `options` allows: roundsPerBatch capped at creditWindow(options) / 2,

@@ -178,9 +178,28 @@ inline uint64_t libraryLastRoundMinChunkBytes() { return 512ull << 10; }
 inline bool fitsSlots(int nNodes, const Options& options) {
   return options.fitSlotsFrom > 0 && nNodes >= options.fitSlotsFrom;
 }
-// Whether relay step t (counted over calls) waits for a credit: past the window, or always where
-// slots are fitted.
-inline bool stepNeedsCredit(uint64_t t, const Options& options, int nNodes) {
+// Whether relays release themselves at the end of each call (Options::releaseRelayUpTo).
+inline bool releasesRelay(int nNodes, const Options& options) {
+  return nNodes >= 2 && nNodes <= options.releaseRelayUpTo && !fitsSlots(nNodes, options);
+}
+// The steps of a call that the release of the call before frees (Options::releaseRelayUpTo):
+// its first round's chunks where that round is cut into Options::minChunksPerRound of them
+// (counts may differ from call to call, so the number cannot follow them), within the window.
+inline uint64_t releasedSteps(const Options& options) {
+  return (uint64_t)std::clamp(options.minChunksPerRound, 1, creditWindow(options));
+}
+// Options::releaseRelayUpTo as the library sets it: 2 nodes, whose one round is cut into
+// minChunksPerRound = 2 chunks, so the release frees a call's whole round (rmacc-sim, uniform /
+// zipf 16 MiB on 2 x 8 GPUs 0.889 / 0.841 -> 0.913 / 0.872 of the bound). On 3 / 4 / 5 nodes
+// the writers' release waits at the end of their calls cost what it gains (uniform 16 MiB
+// 0.899 / 0.913 / 0.890 -> 0.896 / 0.906 / 0.891: RESULTS §25).
+inline int libraryReleaseRelayUpTo() { return 2; }
+// Whether relay step t (counted over calls; callStep: counted from the relay's first step of
+// this call) waits for a credit: past the window, or always where slots are fitted; where
+// relays release themselves, not the call's first step (the release of the call before freed
+// its slot).
+inline bool stepNeedsCredit(uint64_t callStep, uint64_t t, const Options& options, int nNodes) {
+  if (releasesRelay(nNodes, options) && callStep < releasedSteps(options)) return false;
   return fitsSlots(nNodes, options) || t >= (uint64_t)creditWindow(options);
 }
 
@@ -199,7 +218,7 @@ inline bool stepNeedsCredit(uint64_t t, const Options& options, int nNodes) {
 inline bool entryByCredit(uint64_t callStep, uint64_t t, const Options& options, int nNodes,
                           bool fitted) {
   return options.entrySignals && (fitted || callStep < (uint64_t)creditWindow(options)) &&
-         stepNeedsCredit(t, options, nNodes);
+         stepNeedsCredit(callStep, t, options, nNodes);
 }
 
 // Pipeline positions of the entry signal and of the entry wait between a writer and a rank of

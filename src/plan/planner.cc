@@ -15,6 +15,8 @@
 //   roundsPerBatch <= W/2 at a time, plan_build.cc roundBases). W = creditWindow(options) <= S
 //   (S, the slot count, by default); the credit for step t+W also waits for the forwards of
 //   step t+W-S when W < S, which have a smaller key still.
+//   A relay's release credit (last position, Credit) follows forwards of this call only, and
+//   the writer's wait for it is a completion wait: nothing depends on it (addRelease).
 // Deps between equal keys go from a credit wait to puts drafted after it (its relay put; the
 // direct put whose entry it is). So the unfinished op with the smallest (key, draft) never
 // waits on anything unfinished: with lanes sorted that way there is no deadlock, whatever the
@@ -79,6 +81,8 @@ class Planner {
   void addChunk(int relay, int k, const Payload& p, uint64_t c, int pos);
   void addDirect(int src, int k);
   void addCredits(int relay);
+  void addRelease(int relay);
+  void addReleaseWaits(int writer);
   void addFinalWaits(int dest);
   void noteData(int dest, int src, int batch);
   void finish(Plan& plan);
@@ -271,8 +275,8 @@ void Planner::addChunk(int relay, int k, const Payload& p, uint64_t c, int pos) 
   // Slot reuse: step t overwrites step t-S, so the writer waits for the relay's credit; with
   // pacing it waits for step t-W's (W <= S), which also says step t-S is forwarded.
   int credit = -1;
-  if (stepNeedsCredit(t, opt_, topo_.nNodes())) {
-    credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhasePut);
+  if (stepNeedsCredit(t - before_[relay], t, opt_, topo_.nNodes())) {
+    credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, kSigStep, 1), pos, kPhasePut);
     int& entry = entryWait_[(size_t)w * n_ + relay];
     if (c == 0 && entryByCredit_[(size_t)w * n_ + relay] && entry < 0) entry = credit;
   }
@@ -336,8 +340,8 @@ void Planner::addCredits(int relay) {
   const uint64_t window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps.size(); ++s) {
     const uint64_t t = first + s;
-    if (!stepNeedsCredit(t, opt_, topo_.nNodes())) continue;  // a fresh relay's first window
-    Op credit = putOp(Lane::kProxyPut, steps[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
+    if (!stepNeedsCredit(s, t, opt_, topo_.nNodes())) continue;  // a free relay's first window
+    Op credit = putOp(Lane::kProxyPut, steps[s].writer, {}, {}, 0, kPlanCtxCredit, kSigStep, {});
     if (s >= window) {  // step t - window is this call's
       const Step& prev = steps[s - window];
       credit.deps = prev.forwards;
@@ -350,6 +354,53 @@ void Planner::addCredits(int relay) {
       add(relay, std::move(credit), 0, kPhaseStart);
     }
   }
+}
+
+// Release (Options::releaseRelayUpTo): one more credit from the relay to each rank that may
+// write into it in the next call, whatever the counts (its rail peers on the other nodes), for
+// that call's first step, whose slot is the one of the step a window before it: sent once that
+// step's forwards are done (with no deps where it was an earlier call's), after the relay's
+// last put of the call so that it holds up none. Each writer waits for it among its completion
+// waits, at the end; the next call's first steps then need no credit carried from the relay's
+// start of that call.
+void Planner::addRelease(int relay) {
+  if (!releasesRelay(topo_.nNodes(), opt_)) return;
+  const auto& steps = relaySteps_[relay];
+  // As addCredits for the next call's first steps, steps s + j of this one: after the forwards
+  // of step s + j - W, and of step s + j - S where the window is narrower than the slots, of
+  // those that are this call's.
+  const size_t s = steps.size(), window = (size_t)creditWindow(opt_), slots = (size_t)opt_.slots;
+  std::vector<int> deps;
+  auto after = [&](size_t back, size_t u) {
+    if (u >= back && u - back < s)
+      deps.insert(deps.end(), steps[u - back].forwards.begin(), steps[u - back].forwards.end());
+  };
+  for (size_t u = s; u < s + releasedSteps(opt_); ++u) {
+    after(window, u);
+    if (window < slots) after(slots, u);
+  }
+  for (int k = 1; k < topo_.nNodes(); ++k) {
+    for (const Payload& p : payloadsOf(relay, k)) {
+      add(relay, putOp(Lane::kProxyPut, p.writer, {}, {}, 0, kPlanCtxCredit, kSigRelease, deps),
+          roundBase_[topo_.nNodes()], kPhaseCredit);
+    }
+  }
+}
+
+// The writer's side of addRelease: its wait for the release of each relay it may write into,
+// in relay-rank order, a completion wait keyed after the last position's puts (and so after
+// the release: a cross-rank dependency goes to a larger key, which serial lanes need).
+void Planner::addReleaseWaits(int writer) {
+  if (!releasesRelay(topo_.nNodes(), opt_)) return;
+  std::vector<int> relays;
+  for (int a = 0; a < topo_.nNodes(); ++a)
+    if (a != topo_.nodeOf(writer) && topo_.nodeSize(a) > 1)
+      relays.push_back(topo_.railPeer(writer, a));
+  std::sort(relays.begin(), relays.end());
+  const int last = roundBase_[topo_.nNodes()] - 1;
+  for (int r : relays)
+    add(writer, waitOp(Lane::kCeWait, r, kPlanCtxCredit, kSigRelease, 1), last, kPhaseFinal,
+        completionKeyBatch(last));
 }
 
 // Completion: one wait per source for all the kSigData signals it sends, so when every op of
@@ -404,7 +455,11 @@ Plan Planner::run() {
     addCredits(r);
     anyRelay = anyRelay || !relaySteps_[r].empty();
   }
-  for (int d = 0; d < n_; ++d) addFinalWaits(d);
+  for (int r = 0; r < n_; ++r) {
+    addFinalWaits(r);
+    addRelease(r);
+    addReleaseWaits(r);
+  }
   plan.after.relaySteps = steps_;
   plan.relayBytes = anyRelay ? (uint64_t)opt_.slots * opt_.slotBytes : 0;
   finish(plan);

@@ -92,6 +92,7 @@ class RankPlanner {
   void addDirect(int k);
   void addCredits();
   void addFinalWaits();
+  void addRelease();
 
   const Topology& topo_;
   const Options opt_;  // the call's (callOptions)
@@ -276,8 +277,8 @@ void RankPlanner::addWriterChunks(int k) {
     const uint64_t t = in_.writerStep[k] + c, lo = c * chunk, hi = std::min(total, lo + chunk);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
     int credit = -1;
-    if (stepNeedsCredit(t, opt_, topo_.nNodes()))
-      credit = add(waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, 0, 1), pos, kPhasePut);
+    if (stepNeedsCredit(in_.writerCallStep[k] + c, t, opt_, topo_.nNodes()))
+      credit = add(waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, kSigStep, 1), pos, kPhasePut);
     if (c == 0 && entryWait_[relay] == kEntryIsCredit) entryWait_[relay] = credit;
     forEachPiece(hi - lo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
       add(putOp(Lane::kProxyPut, relay, {}, {Region::kRelay, -1, slotOff + off}, len,
@@ -353,8 +354,8 @@ void RankPlanner::addCredits() {
   const uint64_t window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps_.size(); ++s) {
     const uint64_t t = first + s;
-    if (!stepNeedsCredit(t, opt_, topo_.nNodes())) continue;
-    Op credit = putOp(Lane::kProxyPut, steps_[s].writer, {}, {}, 0, kPlanCtxCredit, 0, {});
+    if (!stepNeedsCredit(s, t, opt_, topo_.nNodes())) continue;
+    Op credit = putOp(Lane::kProxyPut, steps_[s].writer, {}, {}, 0, kPlanCtxCredit, kSigStep, {});
     if (s >= window) {  // step t - window is this call's
       const Scratch::Step& prev = steps_[s - window];
       add(std::move(credit), prev.pos + 1, kPhaseCredit);
@@ -399,6 +400,38 @@ void RankPlanner::addFinalWaits() {
   for (const Source& s : srcs)
     add(waitOp(Lane::kCeWait, s.rank, kPlanCtxColl, kSigData, s.signals), s.last, kPhaseFinal, {},
         completionKeyBatch(s.last));
+}
+
+// As planner.cc addRelease and addReleaseWaits: this rank's release credits as a relay, to its
+// writers round by round, then its waits for the releases of its relays, in relay-rank order.
+void RankPlanner::addRelease() {
+  if (!releasesRelay(nNodes_, opt_)) return;
+  const size_t s = steps_.size(), window = (size_t)creditWindow(opt_), slots = (size_t)opt_.slots;
+  for (int k = 1; k < nNodes_ && L_ > 1; ++k) {
+    for (int m = 0; writerLocal(k, m) >= 0; ++m) {
+      const int w = topo_.rankAt(topo_.recvNode(node_, k), writerLocal(k, m));
+      add(putOp(Lane::kProxyPut, w, {}, {}, 0, kPlanCtxCredit, kSigRelease, {}),
+          roundBase_[nNodes_], kPhaseCredit);
+      auto after = [&](size_t back, size_t u) {
+        if (u < back || u - back >= s) return;
+        const Scratch::Step& prev = steps_[u - back];
+        addDeps(s_.forwards.data() + prev.fwdAt, prev.fwdCount);
+      };
+      for (size_t u = s; u < s + releasedSteps(opt_); ++u) {
+        after(window, u);
+        if (window < slots) after(slots, u);
+      }
+    }
+  }
+  std::vector<int>& relays = s_.targets;
+  relays.clear();
+  for (int a = 0; a < nNodes_; ++a)
+    if (a != node_ && topo_.nodeSize(a) > 1) relays.push_back(topo_.railPeer(me_, a));
+  std::sort(relays.begin(), relays.end());
+  const int last = roundBase_[nNodes_] - 1;
+  for (int r : relays)
+    add(waitOp(Lane::kCeWait, r, kPlanCtxCredit, kSigRelease, 1), last, kPhaseFinal, {},
+        completionKeyBatch(last));
 }
 
 // Orders the drafts by key, stably, into `out` (sortDrafts' result, without its sort): keys
@@ -458,6 +491,7 @@ void RankPlanner::run(RankPlanResult& out) {
   }
   addCredits();
   addFinalWaits();
+  addRelease();
   sortInto(out.plan);
   out.relayStepsAfter = step_;
   out.work = work_;

@@ -11,8 +11,9 @@
 // schedules, each free to pick any op that the model allows:
 // - lazy forwards: forwards run only when nothing else can, and a rank that finished its call
 //   enters the next one before any of them. A relay writer that does not wait for its credit
-//   (in this call, or carried from the last) then overwrites unforwarded bytes, and a writer
-//   that skips its entry wait writes into a rank still in the previous call.
+//   (in this call, carried from the last, or the last call's release) then overwrites
+//   unforwarded bytes, and a writer that skips its entry wait writes into a rank still in the
+//   previous call.
 // - lazy writes: every data-moving op runs only when nothing else can (highest rank first), so
 //   a forward without its data wait reads stale relay bytes, and a rank without its completion
 //   waits finishes the call with its receive buffer incomplete.

@@ -115,9 +115,11 @@ void checkOp(const Plan& plan, int call, int r, int i) {
   // the proxy-put lane, right before that put (plan_build.h kPhasePut).
   // A completion wait (the data signals of one source) gates nothing: every one is on the
   // CE-wait lane, where the executor checks them as the data comes (plan_build.h
-  // completionKeyBatch).
-  const bool credit = !isPut && op.ctx == kPlanCtxCredit;
-  const bool completion = !isPut && op.ctx == kPlanCtxColl && op.sigIdx == kSigData;
+  // completionKeyBatch); so is a writer's wait for a relay's release (planner.cc addRelease).
+  const bool release = !isPut && op.ctx == kPlanCtxCredit && op.sigIdx == kSigRelease;
+  const bool credit = !isPut && op.ctx == kPlanCtxCredit && !release;
+  const bool completion =
+      !isPut && ((op.ctx == kPlanCtxColl && op.sigIdx == kSigData) || release);
   const Lane want = isPut ? (local ? Lane::kCePut : Lane::kProxyPut)
                           : local || completion ? Lane::kCeWait
                           : credit ? Lane::kProxyPut : Lane::kProxyWait;

@@ -48,6 +48,9 @@ const char* kUsage =
     "          (node rounds as the library orders them, NCCL's k(k+1)/2 order, or 1, N-1,\n"
     "          2, N-2, ...)\n"
     "          --no-fit-slots (Options::fitSlotsFrom 0: one relay geometry for every call)\n"
+    "          --release-up-to N (Options::releaseRelayUpTo: relays release their next call's\n"
+    "          first slots at the end of each call on up to N nodes; 0: never; default the\n"
+    "          library's, 2)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -87,6 +90,7 @@ SimOptions parseOptions(int argc, char** argv) {
   SimOptions o;
   o.planner.minChunksPerRound = -1;  // the library's for the node count, unless --min-chunks
   o.planner.lastRoundMinChunks = -1;  // the library's, unless --last-chunks
+  o.planner.releaseRelayUpTo = plan::libraryReleaseRelayUpTo();
   o.planner.lastRoundMinChunkBytes = ~0ull;  // the library's, unless --last-chunk-bytes
   Cluster& c = o.cluster;
   MoeRouter& m = o.traffic.moe;
@@ -95,6 +99,7 @@ SimOptions parseOptions(int argc, char** argv) {
   using Setter = std::function<void(const std::string&, const char*)>;
   const std::map<std::string, Setter> withValue = {
       {"--preset", [&](auto&, auto v) { c = preset(v); }},
+      {"--release-up-to", [&](auto& k, auto v) { o.planner.releaseRelayUpTo = integer(k, v, 0, 4096); }},
       {"--nodes", [&](auto& k, auto v) { c.nodes = integer(k, v, 1, 4096); }},
       {"--gpus", [&](auto& k, auto v) { c.gpusPerNode = integer(k, v, 1, 64); }},
       {"--nic", [&](auto& k, auto v) { c.nicGBps = number(k, v); }},
