@@ -285,6 +285,7 @@ void CollectiveEngine::quiesce() {
     cv_.wait(lock, [&] { return !busy_ && (queue_.empty() || stop_); });
   }
   executor_->drain();
+  inGraph_->drain();
 }
 
 // Every rank plans only its own part, from the same inputs: the knobs that shape plans must be

@@ -345,9 +345,9 @@ InGraphCalls::Site* InGraphCalls::build(const AlltoallvArgs& a, const std::vecto
       site->ring = ctx_.backend.allocateHostVisible(kRingSlots * site->chunk);
     }
   }
-  while (lanes_.size() < (size_t)L_ + 1) lanes_.push_back(ctx_.backend.createStream());
   Site* s = site.release();
   std::lock_guard<std::mutex> lock(mu_);
+  while (lanes_.size() < (size_t)L_ + 1) lanes_.push_back(ctx_.backend.createStream());
   sites_.push_back(s);
   if (ctx_.cfg.graphCalls == GraphCalls::kAlways) {
     cache_.emplace_front(key, s);
@@ -425,6 +425,16 @@ void InGraphCalls::release(Site& s) {
     ctx_.backend.releaseWait(s.ready + p, 1);
     ctx_.backend.releaseWait(s.done + p, 1);
   }
+}
+
+void InGraphCalls::drain() {
+  std::vector<Stream*> lanes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& l : lanes_) lanes.push_back(l.get());
+  }
+  // Outside the lock: a lane may need the watchdog (which takes it) to release its wait.
+  for (Stream* l : lanes) try { l->synchronize(); } catch (...) {}
 }
 
 void InGraphCalls::releaseAll() {

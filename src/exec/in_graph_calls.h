@@ -61,6 +61,10 @@ class InGraphCalls {
   bool record(Stream& user, const AlltoallvArgs& args);
   // The communicator failed: releases the replays waiting now (the watchdog releases later ones).
   void releaseAll();
+  // Waits until the lanes (RMACC_GRAPH_CALLS=always runs replays' work on them) ran what they
+  // hold, failed or released: nothing of theirs may touch a caller's memory after a failed
+  // call returned (Comm::failCall, through CollectiveEngine::quiesce).
+  void drain();
 
   struct Site;
 
@@ -86,6 +90,7 @@ class InGraphCalls {
 
   std::mutex captureMu_;  // one record() at a time: the lanes and events below
   std::vector<std::unique_ptr<Stream>> lanes_;  // by peer distance, then the two ring lanes
+                                                // (grows under mu_ too, for drain)
   std::vector<std::unique_ptr<Event>> events_;
   size_t nextEvent_ = 0;
   Event& nextEvent();
