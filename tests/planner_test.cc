@@ -586,6 +586,26 @@ TEST(Planner, DirectPutsFollowTheirRoundsChunks) {
   }
 }
 
+// chunkBytes rounds a chunk's share up to whole minChunkBytes units, to half units where the
+// share is one to two units (a whole unit more left the last chunk a sliver), never below a
+// unit nor above a slot; the last round, with its own unit, keeps whole units.
+TEST(Planner, ChunksRoundToHalfUnitsBetweenOneAndTwoUnits) {
+  Options o = opts(64, 4);
+  o.minChunksPerRound = 2;
+  o.minChunkBytes = 8;
+  // total -> chunk: share 3 (under a unit) -> 8: one chunk; share 6 -> 8; share 10 -> 12
+  // (was 16: chunks of 16 and 4); share 14 -> 16; share 20 -> 24; share 40 -> slot.
+  const std::vector<std::pair<uint64_t, uint64_t>> cases = {
+      {6, 8}, {12, 8}, {20, 12}, {28, 16}, {40, 24}, {200, 64}};
+  for (const auto& [total, chunk] : cases) {
+    EXPECT_EQ(chunkBytes(total, o, false), chunk) << "total " << total;
+    EXPECT_EQ(chunkCount(total, o, false), (total + chunk - 1) / chunk);
+  }
+  o.lastRoundMinChunks = 2;
+  o.lastRoundMinChunkBytes = 8;
+  EXPECT_EQ(chunkBytes(20, o, true), 16u);  // the last round: whole units
+}
+
 // Options::lastRoundMinChunks cuts only the call's last node round finer: 6-byte payloads in
 // 8-byte slots take one chunk a round, and three of 2 bytes in the last (whose forwards are the
 // call's tail), in both planners; the plans verify over two calls.

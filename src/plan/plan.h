@@ -125,8 +125,9 @@ struct Options {
   // wire and the forwards of that round take turns. Cutting each payload into at least this many
   // chunks lets the forwards of chunk c overlap the wire of chunk c+1. A chunk still fills at
   // most one slot, and is not cut below minChunkBytes (small rounds stay whole: per-op costs
-  // would eat the overlap); it is a multiple of minChunkBytes (so that power-of-two blocks are
-  // not cut, plan_build.cc). 0 or 1: chunks of one slot. chunkBytes() (plan_build.h) applies it.
+  // would eat the overlap); it is a multiple of minChunkBytes, or of half of it for a share of
+  // one to two (so that power-of-two blocks are not cut, plan_build.cc). 0 or 1: chunks of one
+  // slot. chunkBytes() (plan_build.h) applies it.
   int minChunksPerRound = 0;
   uint64_t minChunkBytes = 1ull << 20;
   // The same for the call's last node round alone (the larger of the two applies there): the
