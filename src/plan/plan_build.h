@@ -196,8 +196,8 @@ inline uint64_t releasedSteps(const Options& options) {
 inline int libraryReleaseRelayUpTo() { return 2; }
 // Whether relay step t (counted over calls; callStep: counted from the relay's first step of
 // this call) waits for a credit: past the window, or always where slots are fitted; where
-// relays release themselves, not the call's first step (the release of the call before freed
-// its slot).
+// relays release themselves, not the call's first releasedSteps() steps (the release of the
+// call before freed their slots).
 inline bool stepNeedsCredit(uint64_t callStep, uint64_t t, const Options& options, int nNodes) {
   if (releasesRelay(nNodes, options) && callStep < releasedSteps(options)) return false;
   return fitsSlots(nNodes, options) || t >= (uint64_t)creditWindow(options);

@@ -358,9 +358,9 @@ void Planner::addCredits(int relay) {
 
 // Release (Options::releaseRelayUpTo): one more credit from the relay to each rank that may
 // write into it in the next call, whatever the counts (its rail peers on the other nodes), for
-// that call's first step, whose slot is the one of the step a window before it: sent once that
-// step's forwards are done (with no deps where it was an earlier call's), after the relay's
-// last put of the call so that it holds up none. Each writer waits for it among its completion
+// that call's first releasedSteps() steps: sent once the forwards of the steps their credits
+// would wait for are done (none where those were an earlier call's), after the relay's last
+// put of the call so that it holds up none. Each writer waits for it among its completion
 // waits, at the end; the next call's first steps then need no credit carried from the relay's
 // start of that call.
 void Planner::addRelease(int relay) {
