@@ -40,8 +40,8 @@ enum CollSignal : int {
 // Signal indices inside the credit context (net/signals.h kCtxCredit).
 enum CreditSignal : int {
   kSigStep = 0,     // a relay step's slot is free for its writer (DESIGN.md §2 credits)
-  kSigRelease = 1,  // the relay's slot for the next call's first step is free (Options::
-                    // releaseRelayUpTo)
+  kSigRelease = 1,  // the relay's slots for the next call's first steps are free (Options::
+                    // releaseRelayUpTo, plan_build.h releasedSteps)
 };
 
 enum class OpKind : uint8_t {

@@ -188,6 +188,15 @@ inline bool releasesRelay(int nNodes, const Options& options) {
 inline uint64_t releasedSteps(const Options& options) {
   return (uint64_t)std::clamp(options.minChunksPerRound, 1, creditWindow(options));
 }
+// Calls f(v) for the relay's steps of this call (v < have) whose forwards free the slot of its
+// step u (counted from the call's first): u - W, and u - S where the window W is narrower than
+// the slots S. What a credit for step u waits for (planners' addCredits, addRelease).
+template <typename F>
+void forEachFreeingStep(size_t u, size_t have, const Options& options, F&& f) {
+  const size_t window = (size_t)creditWindow(options), slots = (size_t)options.slots;
+  if (u >= window && u - window < have) f(u - window);
+  if (window < slots && u >= slots && u - slots < have) f(u - slots);
+}
 // Options::releaseRelayUpTo as the library sets it: 2 nodes, whose one round is cut into
 // minChunksPerRound = 2 chunks, so the release frees a call's whole round (rmacc-sim, uniform /
 // zipf 16 MiB on 2 x 8 GPUs 0.889 / 0.841 -> 0.913 / 0.872 of the bound). On 3 / 4 / 5 nodes

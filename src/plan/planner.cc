@@ -366,19 +366,13 @@ void Planner::addCredits(int relay) {
 void Planner::addRelease(int relay) {
   if (!releasesRelay(topo_.nNodes(), opt_)) return;
   const auto& steps = relaySteps_[relay];
-  // As addCredits for the next call's first steps, steps s + j of this one: after the forwards
-  // of step s + j - W, and of step s + j - S where the window is narrower than the slots, of
-  // those that are this call's.
-  const size_t s = steps.size(), window = (size_t)creditWindow(opt_), slots = (size_t)opt_.slots;
+  // As addCredits for the next call's first steps, steps s + j of this one.
+  const size_t s = steps.size();
   std::vector<int> deps;
-  auto after = [&](size_t back, size_t u) {
-    if (u >= back && u - back < s)
-      deps.insert(deps.end(), steps[u - back].forwards.begin(), steps[u - back].forwards.end());
-  };
-  for (size_t u = s; u < s + releasedSteps(opt_); ++u) {
-    after(window, u);
-    if (window < slots) after(slots, u);
-  }
+  for (size_t u = s; u < s + releasedSteps(opt_); ++u)
+    forEachFreeingStep(u, s, opt_, [&](size_t v) {
+      deps.insert(deps.end(), steps[v].forwards.begin(), steps[v].forwards.end());
+    });
   for (int k = 1; k < topo_.nNodes(); ++k) {
     for (const Payload& p : payloadsOf(relay, k)) {
       add(relay, putOp(Lane::kProxyPut, p.writer, {}, {}, 0, kPlanCtxCredit, kSigRelease, deps),

@@ -406,21 +406,16 @@ void RankPlanner::addFinalWaits() {
 // writers round by round, then its waits for the releases of its relays, in relay-rank order.
 void RankPlanner::addRelease() {
   if (!releasesRelay(nNodes_, opt_)) return;
-  const size_t s = steps_.size(), window = (size_t)creditWindow(opt_), slots = (size_t)opt_.slots;
+  const size_t s = steps_.size();
   for (int k = 1; k < nNodes_ && L_ > 1; ++k) {
     for (int m = 0; writerLocal(k, m) >= 0; ++m) {
       const int w = topo_.rankAt(topo_.recvNode(node_, k), writerLocal(k, m));
       add(putOp(Lane::kProxyPut, w, {}, {}, 0, kPlanCtxCredit, kSigRelease, {}),
           roundBase_[nNodes_], kPhaseCredit);
-      auto after = [&](size_t back, size_t u) {
-        if (u < back || u - back >= s) return;
-        const Scratch::Step& prev = steps_[u - back];
-        addDeps(s_.forwards.data() + prev.fwdAt, prev.fwdCount);
-      };
-      for (size_t u = s; u < s + releasedSteps(opt_); ++u) {
-        after(window, u);
-        if (window < slots) after(slots, u);
-      }
+      for (size_t u = s; u < s + releasedSteps(opt_); ++u)
+        forEachFreeingStep(u, s, opt_, [&](size_t v) {
+          addDeps(s_.forwards.data() + steps_[v].fwdAt, steps_[v].fwdCount);
+        });
     }
   }
   std::vector<int>& relays = s_.targets;
