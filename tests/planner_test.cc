@@ -748,6 +748,38 @@ TEST(Planner, ReleaseFreesTheNextCallsFirstSteps) {
   expectCaught(broken, "unforwarded");
 }
 
+// Where relays release themselves (3 x 2, rounds cut into 2 chunks), a rank's entry signals to
+// the writers of later rounds (each placed before that writer's entry wait) leave after the
+// rank's first relay put: that put waits for no credit, and the proxy issues in lane order.
+TEST(Planner, EntrySignalsFollowTheFirstRelayPutWhereRelaysRelease) {
+  const Topology t = Topology::blocks(3, 2);
+  Options o = opts(8, 4);
+  o.minChunksPerRound = 2;
+  o.minChunkBytes = 1;
+  o.entryLead = 1;
+  o.releaseRelayUpTo = 3;
+  const auto b = counts(6, [](int s, int d) { return 6 + (s + d) % 3; });
+  std::vector<Plan> plans;
+  Carry carry;
+  for (int call = 0; call < 3; ++call) {
+    plans.push_back(planOf(t, b, o, carry));
+    carry = plans.back().after;
+  }
+  expectGood(plans);
+  for (int r = 0; r < 6; ++r) {
+    int entries = 0, relayPut = -1;  // on r's proxy-put lane, in order
+    for (const Op& op : plans[2].ranks[r].ops) {
+      if (op.lane != Lane::kProxyPut || op.kind != OpKind::kPut) continue;
+      if (op.dst.region == Region::kRelay && relayPut < 0) relayPut = entries;
+      entries += op.ctx == kPlanCtxEntry;
+    }
+    EXPECT_GT(entries, 0) << "r" << r;
+    EXPECT_EQ(relayPut, 0) << "r" << r << ": entry signals before its first relay put";
+  }
+  // Without the release the first relay puts wait for credits, and each of these ranks' first
+  // relay credit wait is its entry (entryByCredit): there is no entry signal to move.
+}
+
 TEST(Planner, SplitsPutsAtMaxPutBytes) {
   Plan p = planOf(Topology::blocks(2, 2), counts(4, [](int, int) { return 10; }), opts(8, 2, 3));
   for (int r = 0; r < 4; ++r)

@@ -167,7 +167,7 @@ struct Options {
   // every rank that may write into it in the next call (its rail peers on the other nodes,
   // whatever the counts) one release credit once the slots of that call's first
   // releasedSteps() steps are free, and each writer waits for it among its completion waits:
-  // the next call's first steps then wait for nothing. The library sets 2 (plan_build.h).
+  // the next call's first steps then wait for nothing. The library sets 3 (plan_build.h).
   int releaseRelayUpTo = 0;
 };
 

@@ -197,12 +197,14 @@ void forEachFreeingStep(size_t u, size_t have, const Options& options, F&& f) {
   if (u >= window && u - window < have) f(u - window);
   if (window < slots && u >= slots && u - slots < have) f(u - slots);
 }
-// Options::releaseRelayUpTo as the library sets it: 2 nodes, whose one round is cut into
-// minChunksPerRound = 2 chunks, so the release frees a call's whole round (rmacc-sim, uniform /
-// zipf 16 MiB on 2 x 8 GPUs 0.889 / 0.841 -> 0.913 / 0.872 of the bound). On 3 / 4 / 5 nodes
-// the writers' release waits at the end of their calls cost what it gains (uniform 16 MiB
-// 0.899 / 0.913 / 0.890 -> 0.896 / 0.906 / 0.891: RESULTS §25).
-inline int libraryReleaseRelayUpTo() { return 2; }
+// Options::releaseRelayUpTo as the library sets it: up to 3 nodes. At 2 the one round is cut
+// into minChunksPerRound = 2 chunks, so the release frees a call's whole round (rmacc-sim,
+// uniform / zipf 16 MiB on 2 x 8 GPUs 0.889 / 0.841 -> 0.913 / 0.872 of the bound, RESULTS
+// §25); at 3, once the entry signals no longer go before the first relay puts
+// (remoteEntryPositions), uniform 16 MiB 0.899 -> 0.926, zipf 0.881 -> 0.903 (§26). On 4 / 5
+// nodes the writers' release waits at the end of their calls cost calls of 4 MiB more than
+// the release gains (uniform 0.653 / 0.647 -> 0.578 / 0.578, §26).
+inline int libraryReleaseRelayUpTo() { return 3; }
 // Whether relay step t (counted over calls; callStep: counted from the relay's first step of
 // this call) waits for a credit: past the window, or always where slots are fitted; where
 // relays release themselves, not the call's first releasedSteps() steps (the release of the
@@ -233,14 +235,23 @@ inline bool entryByCredit(uint64_t callStep, uint64_t t, const Options& options,
 // Pipeline positions of the entry signal and of the entry wait between a writer and a rank of
 // another node into which it puts directly in round k (Options::entryLead), from the round's
 // first position: the wait just before the round's puts, the signal entryLead positions earlier
-// (at the start when negative). Either way the signal's key (pos, kPhaseStart) is below the
-// wait's (pos, kPhaseEntryWait), which is all planner.cc's deadlock argument asks of it.
+// (at the start when negative). Either way the signal's key (signal, signalPhase) is below the
+// wait's (wait, kPhaseEntryWait), which is all planner.cc's deadlock argument asks of it.
+// The signal goes at its position's start, or where relays release themselves and it precedes
+// the wait's position, after that position's puts (kPhaseCredit): there the first relay puts
+// wait for nothing, and each entry signal the rank's proxy sent first held them up by its
+// write out while the proxies also took in their peers' (rmacc-sim, 3 x 8 GPUs at 16 MiB per
+// rank: the first data left at 15 us, the next round's direct put needs the signal 60 us later;
+// RESULTS §26).
 struct EntryPositions {
   int signal, wait;
+  Phase signalPhase = kPhaseStart;
 };
-inline EntryPositions remoteEntryPositions(int roundBase, const Options& options) {
+inline EntryPositions remoteEntryPositions(int roundBase, const Options& options, int nNodes) {
   if (options.entryLead < 0) return {0, 0};
-  return {std::max(0, roundBase - options.entryLead), roundBase};
+  const int signal = std::max(0, roundBase - options.entryLead);
+  const bool afterPuts = releasesRelay(nNodes, options) && signal < roundBase;
+  return {signal, roundBase, afterPuts ? kPhaseCredit : kPhaseStart};
 }
 
 // Orders one rank's drafts by key (stable) and remaps deps to the new indices. `rank` is for

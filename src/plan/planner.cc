@@ -6,8 +6,9 @@
 // smaller (key, draft) to a larger one; across ranks, from a strictly smaller key:
 //   entry signal (q,Start) -> entry wait (p,EntryWait), q <= p -> puts/forwards of batch p or
 //   later (between node-mates q = p = 0; to a remote writer p is the position of its direct
-//   put, directPositions, and q = p - entryLead, remoteEntryPositions in plan_build.h; or the
-//   entry is the writer's credit wait for its first chunk at that rank, entryByCredit);
+//   put, directPositions, and q = p - entryLead, remoteEntryPositions in plan_build.h, which
+//   moves the signal to (q,Credit) where q < p and relays release themselves; or the entry is
+//   the writer's credit wait for its first chunk at that rank, entryByCredit);
 //   credit wait (p,Put) -> relay put (p,Put), drafted after it -> relay wait (p+1,RelayWait)
 //   -> forwards (p+1,Forward) -> credit for step t+W (p+1,Credit) -> its credit wait at
 //   (p',Put) with p' >= p+2, because one relay takes at most W/2 steps per position
@@ -180,9 +181,9 @@ void Planner::addEntry() {
       // A remote writer only puts into d directly, in the round that pairs their nodes.
       const EntryPositions at =
           local ? EntryPositions{0, 0}
-                : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_);
+                : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_, topo_.nNodes());
       add(d, putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}),
-          at.signal, kPhaseStart);
+          at.signal, at.signalPhase);
       entryWait_[(size_t)w * n_ + d] =
           add(w, waitOp(local ? Lane::kCeWait : Lane::kProxyWait, d, kPlanCtxEntry, 0, 1),
               at.wait, kPhaseEntryWait);

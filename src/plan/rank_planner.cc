@@ -207,9 +207,9 @@ void RankPlanner::addEntry() {
     }
     const EntryPositions at =
         local ? EntryPositions{0, 0}
-              : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_);
+              : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_, nNodes_);
     add(putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}),
-        at.signal, kPhaseStart);
+        at.signal, at.signalPhase);
   }
   for (int d : targets) {
     const bool local = topo_.sameNode(d, me_);
@@ -226,7 +226,7 @@ void RankPlanner::addEntry() {
     }
     const EntryPositions at =
         local ? EntryPositions{0, 0}
-              : remoteEntryPositions(directPos_[roundTo[topo_.nodeOf(d)]], opt_);
+              : remoteEntryPositions(directPos_[roundTo[topo_.nodeOf(d)]], opt_, nNodes_);
     entryWait_[d] = add(waitOp(local ? Lane::kCeWait : Lane::kProxyWait, d, kPlanCtxEntry, 0, 1),
                         at.wait, kPhaseEntryWait);
   }

@@ -50,7 +50,7 @@ const char* kUsage =
     "          --no-fit-slots (Options::fitSlotsFrom 0: one relay geometry for every call)\n"
     "          --release-up-to N (Options::releaseRelayUpTo: relays release their next call's\n"
     "          first slots at the end of each call on up to N nodes; 0: never; default the\n"
-    "          library's, 2)\n"
+    "          library's, 3)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
