@@ -749,9 +749,11 @@ TEST(Planner, ReleaseFreesTheNextCallsFirstSteps) {
 }
 
 // Where relays release themselves (3 x 2, rounds cut into 2 chunks), a rank's entry signals to
-// the writers of later rounds (each placed before that writer's entry wait) leave after the
-// rank's first relay put: that put waits for no credit, and the proxy issues in lane order.
-TEST(Planner, EntrySignalsFollowTheFirstRelayPutWhereRelaysRelease) {
+// the writers of later rounds (each placed before that writer's entry wait) and its carried
+// credits for steps put after position 0 leave after the rank's first relay put: that put
+// waits for no credit, and the proxy issues in lane order (plan_build.h remoteEntryPositions,
+// carriedCreditPhase).
+TEST(Planner, SignalsFollowTheFirstRelayPutWhereRelaysRelease) {
   const Topology t = Topology::blocks(3, 2);
   Options o = opts(8, 4);
   o.minChunksPerRound = 2;
@@ -767,14 +769,16 @@ TEST(Planner, EntrySignalsFollowTheFirstRelayPutWhereRelaysRelease) {
   }
   expectGood(plans);
   for (int r = 0; r < 6; ++r) {
-    int entries = 0, relayPut = -1;  // on r's proxy-put lane, in order
+    int entries = 0, credits = 0, before = -1;  // on r's proxy-put lane, in order
     for (const Op& op : plans[2].ranks[r].ops) {
       if (op.lane != Lane::kProxyPut || op.kind != OpKind::kPut) continue;
-      if (op.dst.region == Region::kRelay && relayPut < 0) relayPut = entries;
+      if (op.dst.region == Region::kRelay && before < 0) before = entries + credits;
       entries += op.ctx == kPlanCtxEntry;
+      credits += op.ctx == kPlanCtxCredit && op.sigIdx == kSigStep && op.deps.empty();
     }
     EXPECT_GT(entries, 0) << "r" << r;
-    EXPECT_EQ(relayPut, 0) << "r" << r << ": entry signals before its first relay put";
+    EXPECT_GT(credits, 0) << "r" << r;
+    EXPECT_EQ(before, 0) << "r" << r << ": signals before its first relay put";
   }
   // Without the release the first relay puts wait for credits, and each of these ranks' first
   // relay credit wait is its entry (entryByCredit): there is no entry signal to move.

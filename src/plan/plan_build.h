@@ -232,6 +232,16 @@ inline bool entryByCredit(uint64_t callStep, uint64_t t, const Options& options,
          stepNeedsCredit(callStep, t, options, nNodes);
 }
 
+// Phase of a carried credit (sent at position 0, no deps) for a relay step whose put is at
+// position `stepPos`: at the start, or where relays release themselves and the step's put comes
+// after position 0, after the relay's own puts there (kPhaseCredit), as remoteEntryPositions
+// places entry signals and for the same reason; its key (0, Credit) stays below the writer's
+// wait at (stepPos, Put) (rmacc-sim, 3 x 8 GPUs, 16 MiB per rank: uniform 0.926 -> 0.941, zipf
+// 0.903 -> 0.913 of the bound, RESULTS §26).
+inline Phase carriedCreditPhase(int stepPos, int nNodes, const Options& options) {
+  return releasesRelay(nNodes, options) && stepPos > 0 ? kPhaseCredit : kPhaseStart;
+}
+
 // Pipeline positions of the entry signal and of the entry wait between a writer and a rank of
 // another node into which it puts directly in round k (Options::entryLead), from the round's
 // first position: the wait just before the round's puts, the signal entryLead positions earlier

@@ -15,7 +15,8 @@
 //   (one per position in a round of several chunks; small rounds share a position only
 //   roundsPerBatch <= W/2 at a time, plan_build.cc roundBases). W = creditWindow(options) <= S
 //   (S, the slot count, by default); the credit for step t+W also waits for the forwards of
-//   step t+W-S when W < S, which have a smaller key still.
+//   step t+W-S when W < S, which have a smaller key still. A carried credit (0,Start), or
+//   (0,Credit) for a step put after position 0 (carriedCreditPhase) -> its credit wait (p,Put).
 //   A relay's release credit (last position, Credit) follows forwards of this call only, and
 //   the writer's wait for it is a completion wait: nothing depends on it (addRelease).
 // Deps between equal keys go from a credit wait to puts drafted after it (its relay put; the
@@ -352,7 +353,7 @@ void Planner::addCredits(int relay) {
       }
       add(relay, std::move(credit), prev.pos + 1, kPhaseCredit);
     } else {
-      add(relay, std::move(credit), 0, kPhaseStart);
+      add(relay, std::move(credit), 0, carriedCreditPhase(steps[s].pos, topo_.nNodes(), opt_));
     }
   }
 }

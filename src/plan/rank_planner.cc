@@ -365,7 +365,7 @@ void RankPlanner::addCredits() {
         addDeps(s_.forwards.data() + reuse.fwdAt, reuse.fwdCount);
       }
     } else {
-      add(std::move(credit), 0, kPhaseStart);
+      add(std::move(credit), 0, carriedCreditPhase(steps_[s].pos, nNodes_, opt_));
     }
   }
 }
