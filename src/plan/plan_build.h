@@ -232,36 +232,53 @@ inline bool entryByCredit(uint64_t callStep, uint64_t t, const Options& options,
          stepNeedsCredit(callStep, t, options, nNodes);
 }
 
-// Phase of a carried credit (sent at position 0, no deps) for a relay step whose put is at
-// position `stepPos`: at the start, or where relays release themselves and the step's put comes
-// after position 0, after the relay's own puts there (kPhaseCredit), as remoteEntryPositions
-// places entry signals and for the same reason; its key (0, Credit) stays below the writer's
-// wait at (stepPos, Put) (rmacc-sim, 3 x 8 GPUs, 16 MiB per rank: uniform 0.926 -> 0.941, zipf
-// 0.903 -> 0.913 of the bound, RESULTS §26).
-inline Phase carriedCreditPhase(int stepPos, int nNodes, const Options& options) {
-  return releasesRelay(nNodes, options) && stepPos > 0 ? kPhaseCredit : kPhaseStart;
+// Whether `rank` puts to `peer` at pipeline position `pos` (roundBases' result): the rail peer
+// of a round whose positions hold `pos` takes its relay chunks and its direct put.
+inline bool putsToAt(const Topology& topo, int rank, const std::vector<int>& roundBase, int pos,
+                     int peer) {
+  const int node = topo.nodeOf(rank), nNodes = topo.nNodes();
+  for (int k = 1; k < nNodes; ++k)
+    if (roundBase[k] <= pos && pos < std::max(roundBase[k + 1], roundBase[k] + 1) &&
+        topo.railPeer(rank, topo.sendNode(node, k)) == peer)
+      return true;
+  return false;
+}
+// Where a signal without deps that rank `from` sends `to` at position `pos` goes on its
+// proxy-put lane: at the position's start, or where relays release themselves (the position's
+// relay puts wait for nothing) after the position's puts (kPhaseCredit), so that the first data
+// leaves first: at 3 x 8 GPUs each of the proxy's signals held it up by a write out while the
+// proxy also took in its peers' (rmacc-sim: the first data left at 15 us, and the signals are
+// needed a round later; RESULTS §26). Not where those puts go to `to` itself: a signal does not
+// pass data to its own peer, and behind a chunk on a wire without pacing it came milliseconds
+// late (rmacc-sim, h200-loopback, 2 x 2 random 64 MiB 18.8 -> 22.5 ms).
+inline Phase earlySignalPhase(const Topology& topo, const Options& options,
+                              const std::vector<int>& roundBase, int from, int to, int pos) {
+  const bool after =
+      releasesRelay(topo.nNodes(), options) && !putsToAt(topo, from, roundBase, pos, to);
+  return after ? kPhaseCredit : kPhaseStart;
 }
 
 // Pipeline positions of the entry signal and of the entry wait between a writer and a rank of
 // another node into which it puts directly in round k (Options::entryLead), from the round's
 // first position: the wait just before the round's puts, the signal entryLead positions earlier
 // (at the start when negative). Either way the signal's key (signal, signalPhase) is below the
-// wait's (wait, kPhaseEntryWait), which is all planner.cc's deadlock argument asks of it.
-// The signal goes at its position's start, or where relays release themselves and it precedes
-// the wait's position, after that position's puts (kPhaseCredit): there the first relay puts
-// wait for nothing, and each entry signal the rank's proxy sent first held them up by its
-// write out while the proxies also took in their peers' (rmacc-sim, 3 x 8 GPUs at 16 MiB per
-// rank: the first data left at 15 us, the next round's direct put needs the signal 60 us later;
-// RESULTS §26).
+// wait's (wait, kPhaseEntryWait), which is all planner.cc's deadlock argument asks of it: the
+// signal goes after the position's puts (earlySignalPhase) only where it precedes the wait's
+// position.
 struct EntryPositions {
   int signal, wait;
   Phase signalPhase = kPhaseStart;
 };
-inline EntryPositions remoteEntryPositions(int roundBase, const Options& options, int nNodes) {
+// From `dest` to its remote writer `writer` whose direct put is at position `directPos`.
+inline EntryPositions remoteEntryPositions(int directPos, const Options& options,
+                                           const Topology& topo,
+                                           const std::vector<int>& roundBase, int dest,
+                                           int writer) {
   if (options.entryLead < 0) return {0, 0};
-  const int signal = std::max(0, roundBase - options.entryLead);
-  const bool afterPuts = releasesRelay(nNodes, options) && signal < roundBase;
-  return {signal, roundBase, afterPuts ? kPhaseCredit : kPhaseStart};
+  const int signal = std::max(0, directPos - options.entryLead);
+  return {signal, directPos,
+          signal < directPos ? earlySignalPhase(topo, options, roundBase, dest, writer, signal)
+                             : kPhaseStart};
 }
 
 // Orders one rank's drafts by key (stable) and remaps deps to the new indices. `rank` is for

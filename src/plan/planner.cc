@@ -7,7 +7,7 @@
 //   entry signal (q,Start) -> entry wait (p,EntryWait), q <= p -> puts/forwards of batch p or
 //   later (between node-mates q = p = 0; to a remote writer p is the position of its direct
 //   put, directPositions, and q = p - entryLead, remoteEntryPositions in plan_build.h, which
-//   moves the signal to (q,Credit) where q < p and relays release themselves; or the entry is
+//   moves the signal to (q,Credit) where q < p (earlySignalPhase); or the entry is
 //   the writer's credit wait for its first chunk at that rank, entryByCredit);
 //   credit wait (p,Put) -> relay put (p,Put), drafted after it -> relay wait (p+1,RelayWait)
 //   -> forwards (p+1,Forward) -> credit for step t+W (p+1,Credit) -> its credit wait at
@@ -16,7 +16,7 @@
 //   roundsPerBatch <= W/2 at a time, plan_build.cc roundBases). W = creditWindow(options) <= S
 //   (S, the slot count, by default); the credit for step t+W also waits for the forwards of
 //   step t+W-S when W < S, which have a smaller key still. A carried credit (0,Start), or
-//   (0,Credit) for a step put after position 0 (carriedCreditPhase) -> its credit wait (p,Put).
+//   (0,Credit) for a step put after position 0 (earlySignalPhase) -> its credit wait (p,Put).
 //   A relay's release credit (last position, Credit) follows forwards of this call only, and
 //   the writer's wait for it is a completion wait: nothing depends on it (addRelease).
 // Deps between equal keys go from a credit wait to puts drafted after it (its relay put; the
@@ -182,7 +182,8 @@ void Planner::addEntry() {
       // A remote writer only puts into d directly, in the round that pairs their nodes.
       const EntryPositions at =
           local ? EntryPositions{0, 0}
-                : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_, topo_.nNodes());
+                : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_, topo_,
+                                       roundBase_, d, w);
       add(d, putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}),
           at.signal, at.signalPhase);
       entryWait_[(size_t)w * n_ + d] =
@@ -353,7 +354,9 @@ void Planner::addCredits(int relay) {
       }
       add(relay, std::move(credit), prev.pos + 1, kPhaseCredit);
     } else {
-      add(relay, std::move(credit), 0, carriedCreditPhase(steps[s].pos, topo_.nNodes(), opt_));
+      add(relay, std::move(credit), 0,
+          steps[s].pos > 0 ? earlySignalPhase(topo_, opt_, roundBase_, relay, steps[s].writer, 0)
+                           : kPhaseStart);
     }
   }
 }

@@ -207,7 +207,8 @@ void RankPlanner::addEntry() {
     }
     const EntryPositions at =
         local ? EntryPositions{0, 0}
-              : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_, nNodes_);
+              : remoteEntryPositions(directPos_[roundFrom[topo_.nodeOf(w)]], opt_, topo_,
+                                     roundBase_, me_, w);
     add(putOp(local ? Lane::kCePut : Lane::kProxyPut, w, {}, {}, 0, kPlanCtxEntry, 0, {}),
         at.signal, at.signalPhase);
   }
@@ -226,7 +227,8 @@ void RankPlanner::addEntry() {
     }
     const EntryPositions at =
         local ? EntryPositions{0, 0}
-              : remoteEntryPositions(directPos_[roundTo[topo_.nodeOf(d)]], opt_, nNodes_);
+              : remoteEntryPositions(directPos_[roundTo[topo_.nodeOf(d)]], opt_, topo_,
+                                     roundBase_, d, me_);
     entryWait_[d] = add(waitOp(local ? Lane::kCeWait : Lane::kProxyWait, d, kPlanCtxEntry, 0, 1),
                         at.wait, kPhaseEntryWait);
   }
@@ -365,7 +367,9 @@ void RankPlanner::addCredits() {
         addDeps(s_.forwards.data() + reuse.fwdAt, reuse.fwdCount);
       }
     } else {
-      add(std::move(credit), 0, carriedCreditPhase(steps_[s].pos, nNodes_, opt_));
+      add(std::move(credit), 0,
+          steps_[s].pos > 0 ? earlySignalPhase(topo_, opt_, roundBase_, me_, steps_[s].writer, 0)
+                            : kPhaseStart);
     }
   }
 }
