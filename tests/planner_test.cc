@@ -44,6 +44,27 @@ Plan planOf(const Topology& t, const std::vector<uint64_t>& b, const Options& o,
   return makeAlltoallvPlan(t, b, o, before);
 }
 
+// Relays that release themselves on up to `upTo` nodes, rounds cut into 2 chunks of >= 1 byte.
+Options releasing(uint64_t slotBytes, int slots, int upTo) {
+  Options o = opts(slotBytes, slots);
+  o.minChunksPerRound = 2;
+  o.minChunkBytes = 1;
+  o.releaseRelayUpTo = upTo;
+  return o;
+}
+
+// Consecutive calls on one communicator, each planned with the carry of the one before.
+std::vector<Plan> planCalls(const Topology& t, const std::vector<std::vector<uint64_t>>& calls,
+                            const Options& o) {
+  std::vector<Plan> plans;
+  Carry carry;
+  for (const auto& b : calls) {
+    plans.push_back(planOf(t, b, o, carry));
+    carry = plans.back().after;
+  }
+  return plans;
+}
+
 void expectGood(const std::vector<Plan>& calls) {
   Verdict v = verify(calls);
   EXPECT_TRUE(v.ok) << v.error << "\n" << calls.back().dump();
@@ -666,12 +687,8 @@ TEST(Planner, LastRoundHasItsOwnChunkUnit) {
 TEST(Planner, CarriedCreditIsTheRemoteEntry) {
   const Topology t = Topology::blocks(2, 2);
   const auto b = counts(4, [](int s, int d) { return 3 + s + 2 * d; });
-  std::vector<Plan> plans;
-  Carry carry;
-  for (int call = 0; call < 3; ++call) {  // 1 relay step per call: call 2's is step 2 = window
-    plans.push_back(planOf(t, b, opts(8, 2), carry));
-    carry = plans.back().after;
-  }
+  // 1 relay step per call: call 2's is step 2 = window
+  std::vector<Plan> plans = planCalls(t, {b, b, b}, opts(8, 2));
   for (int call : {0, 2}) {
     const Plan& p = plans[call];
     for (int r = 0; r < 4; ++r) {
@@ -705,18 +722,10 @@ TEST(Planner, CarriedCreditIsTheRemoteEntry) {
 // step overwriting bytes the relay has not forwarded yet.
 TEST(Planner, ReleaseFreesTheNextCallsFirstSteps) {
   const Topology t = Topology::blocks(2, 2);
-  Options o = opts(4, 2);
-  o.minChunksPerRound = 2;
-  o.minChunkBytes = 1;
-  o.releaseRelayUpTo = 2;
+  const Options o = releasing(4, 2, 2);
   ASSERT_EQ(releasedSteps(o), 2u);
   const auto b = counts(4, [](int s, int d) { return 6 + (s + d) % 3; });
-  std::vector<Plan> plans;
-  Carry carry;
-  for (int call = 0; call < 4; ++call) {
-    plans.push_back(planOf(t, b, o, carry));
-    carry = plans.back().after;
-  }
+  std::vector<Plan> plans = planCalls(t, {b, b, b, b}, o);
   auto release = [](const Op& op) { return op.ctx == kPlanCtxCredit && op.sigIdx == kSigRelease; };
   for (size_t call = 0; call < plans.size(); ++call) {
     const Plan& p = plans[call];
@@ -755,18 +764,10 @@ TEST(Planner, ReleaseFreesTheNextCallsFirstSteps) {
 // its own peer (plan_build.h earlySignalPhase).
 TEST(Planner, SignalsToOtherPeersFollowTheFirstRelayPutWhereRelaysRelease) {
   const Topology t = Topology::blocks(3, 2);
-  Options o = opts(8, 4);
-  o.minChunksPerRound = 2;
-  o.minChunkBytes = 1;
+  Options o = releasing(8, 4, 3);
   o.entryLead = 1;
-  o.releaseRelayUpTo = 3;
   const auto b = counts(6, [](int s, int d) { return 6 + (s + d) % 3; });
-  std::vector<Plan> plans;
-  Carry carry;
-  for (int call = 0; call < 3; ++call) {
-    plans.push_back(planOf(t, b, o, carry));
-    carry = plans.back().after;
-  }
+  std::vector<Plan> plans = planCalls(t, {b, b, b}, o);
   expectGood(plans);
   for (int r = 0; r < 6; ++r) {
     const auto& ops = plans[2].ranks[r].ops;
@@ -819,13 +820,7 @@ TEST(Planner, CarriesStepsAndCreditsAcrossCalls) {
     b[4 * 6 + 3] = from4;
     return b;
   };
-  const std::vector<std::vector<uint64_t>> calls = {shape(10, 0), shape(0, 6), shape(4, 8)};
-  std::vector<Plan> plans;
-  Carry carry;
-  for (const auto& b : calls) {
-    plans.push_back(planOf(t, b, opts(4, 2), carry));
-    carry = plans.back().after;
-  }
+  std::vector<Plan> plans = planCalls(t, {shape(10, 0), shape(0, 6), shape(4, 8)}, opts(4, 2));
   EXPECT_EQ(plans[0].after.relaySteps[2], 3u);
   EXPECT_EQ(plans[1].after.relaySteps[2], 5u);
   EXPECT_EQ(plans[2].after.relaySteps[2], 8u);
@@ -862,12 +857,9 @@ TEST(Planner, FittedSlotsFollowTheLargestPayloadAndCreditEveryStep) {
     return counts(6, [size](int s, int d) { return s == d ? 0 : size + (uint64_t)(s + d) % 3; });
   };
   const std::vector<uint64_t> sizes = {3, 12, 6, 2, 14};  // payloads (one block each) 3..16
-  std::vector<Plan> plans;
-  Carry carry;
-  for (uint64_t size : sizes) {
-    plans.push_back(planOf(t, shape(size), o, carry));
-    carry = plans.back().after;
-  }
+  std::vector<std::vector<uint64_t>> calls;
+  for (uint64_t size : sizes) calls.push_back(shape(size));
+  std::vector<Plan> plans = planCalls(t, calls, o);
   const std::vector<int> slots = {8, 4, 8, 8, 4};
   for (size_t c = 0; c < plans.size(); ++c) {
     EXPECT_EQ(plans[c].options.slots, slots[c]) << "call " << c;
@@ -933,12 +925,7 @@ TEST(VerifierRejects, MissingCarriedCredit) {
     b[4 * 6 + 3] = from4;
     return b;
   };
-  std::vector<Plan> plans;
-  Carry carry;
-  for (const auto& b : {shape(10, 0), shape(0, 6), shape(4, 8)}) {
-    plans.push_back(planOf(t, b, opts(4, 2), carry));
-    carry = plans.back().after;
-  }
+  std::vector<Plan> plans = planCalls(t, {shape(10, 0), shape(0, 6), shape(4, 8)}, opts(4, 2));
   auto wait = find(plans[2], 0, [](const Op& op) { return isWait(op, kPlanCtxCredit); });
   auto credit = find(plans[2], 2, [](const Op& op) {
     return isSignal(op, kPlanCtxCredit) && op.peer == 0 && op.deps.empty();

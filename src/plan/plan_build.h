@@ -200,10 +200,12 @@ void forEachFreeingStep(size_t u, size_t have, const Options& options, F&& f) {
 // Options::releaseRelayUpTo as the library sets it: up to 3 nodes. At 2 the one round is cut
 // into minChunksPerRound = 2 chunks, so the release frees a call's whole round (rmacc-sim,
 // uniform / zipf 16 MiB on 2 x 8 GPUs 0.889 / 0.841 -> 0.913 / 0.872 of the bound, RESULTS
-// §25); at 3, once the entry signals no longer go before the first relay puts
-// (remoteEntryPositions), uniform 16 MiB 0.899 -> 0.926, zipf 0.881 -> 0.903 (§26). On 4 / 5
-// nodes the writers' release waits at the end of their calls cost calls of 4 MiB more than
-// the release gains (uniform 0.653 / 0.647 -> 0.578 / 0.578, §26).
+// §25); at 3, once the entry signals to other peers no longer go before the first relay puts
+// (earlySignalPhase), uniform 16 MiB 0.899 -> 0.926, zipf 0.881 -> 0.903 (§26). On 4 / 5
+// nodes the releases' own writes (one more out and in per rail pair, on proxies already half
+// busy) cost calls of 4 MiB more than the release gains (uniform 0.653 / 0.647 -> 0.578 /
+// 0.578, §26.7). Where the host enqueues each call only after the last one is done the
+// release costs up to 0.05 of the bound instead (§25.7, §26.3).
 inline int libraryReleaseRelayUpTo() { return 3; }
 // Whether relay step t (counted over calls; callStep: counted from the relay's first step of
 // this call) waits for a credit: past the window, or always where slots are fitted; where
