@@ -223,7 +223,7 @@ if has relay; then
   # hardware queues each (16 each ran out of channels at 4 x 32).
   mps_for 10
   # 3 emulated nodes x 2: relays that release themselves (plan_build.h libraryReleaseRelayUpTo)
-  # and entry signals after the first relay puts (remoteEntryPositions).
+  # and signals after the first relay puts (plan_build.h earlySignalPhase).
   perf alltoallv-zipf-3x2 6 3 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
   perf alltoallv-zipf-5x1 5 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
   CUDA_DEVICE_MAX_CONNECTIONS=8 perf alltoallv-zipf-5x2 10 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2

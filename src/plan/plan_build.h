@@ -245,18 +245,20 @@ inline bool putsToAt(const Topology& topo, int rank, const std::vector<int>& rou
       return true;
   return false;
 }
-// Where a signal without deps that rank `from` sends `to` at position `pos` goes on its
-// proxy-put lane: at the position's start, or where relays release themselves (the position's
-// relay puts wait for nothing) after the position's puts (kPhaseCredit), so that the first data
-// leaves first: at 3 x 8 GPUs each of the proxy's signals held it up by a write out while the
-// proxy also took in its peers' (rmacc-sim: the first data left at 15 us, and the signals are
-// needed a round later; RESULTS §26). Not where those puts go to `to` itself: a signal does not
-// pass data to its own peer, and behind a chunk on a wire without pacing it came milliseconds
-// late (rmacc-sim, h200-loopback, 2 x 2 random 64 MiB 18.8 -> 22.5 ms).
+// Where a signal without deps that rank `from` sends `to` at position `pos`, for a wait at
+// position `waitPos`, goes on its proxy-put lane: at the position's start, or where relays
+// release themselves (the position's relay puts wait for nothing) and the wait comes at a later
+// position, after the position's puts (kPhaseCredit, still below the wait's key), so that the
+// first data leaves first: at 3 x 8 GPUs each of the proxy's signals held it up by a write out
+// while the proxy also took in its peers' (rmacc-sim: the first data left at 15 us, and the
+// signals are needed a round later; RESULTS §26). Not where those puts go to `to` itself: a
+// signal does not pass data to its own peer, and behind a chunk on a wire without pacing it
+// came milliseconds late (rmacc-sim, h200-loopback, 2 x 2 random 64 MiB 18.8 -> 22.5 ms).
 inline Phase earlySignalPhase(const Topology& topo, const Options& options,
-                              const std::vector<int>& roundBase, int from, int to, int pos) {
-  const bool after =
-      releasesRelay(topo.nNodes(), options) && !putsToAt(topo, from, roundBase, pos, to);
+                              const std::vector<int>& roundBase, int from, int to, int pos,
+                              int waitPos) {
+  const bool after = pos < waitPos && releasesRelay(topo.nNodes(), options) &&
+                     !putsToAt(topo, from, roundBase, pos, to);
   return after ? kPhaseCredit : kPhaseStart;
 }
 
@@ -264,9 +266,8 @@ inline Phase earlySignalPhase(const Topology& topo, const Options& options,
 // another node into which it puts directly in round k (Options::entryLead), from the round's
 // first position: the wait just before the round's puts, the signal entryLead positions earlier
 // (at the start when negative). Either way the signal's key (signal, signalPhase) is below the
-// wait's (wait, kPhaseEntryWait), which is all planner.cc's deadlock argument asks of it: the
-// signal goes after the position's puts (earlySignalPhase) only where it precedes the wait's
-// position.
+// wait's (wait, kPhaseEntryWait), which is all planner.cc's deadlock argument asks of it
+// (earlySignalPhase).
 struct EntryPositions {
   int signal, wait;
   Phase signalPhase = kPhaseStart;
@@ -279,8 +280,7 @@ inline EntryPositions remoteEntryPositions(int directPos, const Options& options
   if (options.entryLead < 0) return {0, 0};
   const int signal = std::max(0, directPos - options.entryLead);
   return {signal, directPos,
-          signal < directPos ? earlySignalPhase(topo, options, roundBase, dest, writer, signal)
-                             : kPhaseStart};
+          earlySignalPhase(topo, options, roundBase, dest, writer, signal, directPos)};
 }
 
 // Orders one rank's drafts by key (stable) and remaps deps to the new indices. `rank` is for

@@ -339,24 +339,19 @@ void Planner::addDirect(int src, int k) {
 // its own step.
 void Planner::addCredits(int relay) {
   const auto& steps = relaySteps_[relay];
-  const uint64_t first = before_[relay], slots = (uint64_t)opt_.slots;
-  const uint64_t window = (uint64_t)creditWindow(opt_);
+  const uint64_t first = before_[relay], window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps.size(); ++s) {
     const uint64_t t = first + s;
     if (!stepNeedsCredit(s, t, opt_, topo_.nNodes())) continue;  // a free relay's first window
     Op credit = putOp(Lane::kProxyPut, steps[s].writer, {}, {}, 0, kPlanCtxCredit, kSigStep, {});
     if (s >= window) {  // step t - window is this call's
-      const Step& prev = steps[s - window];
-      credit.deps = prev.forwards;
-      if (window < slots && t >= slots + first) {
-        const std::vector<int>& reuse = steps[s - slots].forwards;
-        credit.deps.insert(credit.deps.end(), reuse.begin(), reuse.end());
-      }
-      add(relay, std::move(credit), prev.pos + 1, kPhaseCredit);
+      forEachFreeingStep(s, s, opt_, [&](size_t v) {
+        credit.deps.insert(credit.deps.end(), steps[v].forwards.begin(), steps[v].forwards.end());
+      });
+      add(relay, std::move(credit), steps[s - window].pos + 1, kPhaseCredit);
     } else {
       add(relay, std::move(credit), 0,
-          steps[s].pos > 0 ? earlySignalPhase(topo_, opt_, roundBase_, relay, steps[s].writer, 0)
-                           : kPhaseStart);
+          earlySignalPhase(topo_, opt_, roundBase_, relay, steps[s].writer, 0, steps[s].pos));
     }
   }
 }

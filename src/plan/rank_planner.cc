@@ -352,24 +352,19 @@ void RankPlanner::addDirect(int k) {
 
 // As planner.cc addCredits, for this rank's steps.
 void RankPlanner::addCredits() {
-  const uint64_t first = in_.relayStepsBefore, slots = (uint64_t)opt_.slots;
-  const uint64_t window = (uint64_t)creditWindow(opt_);
+  const uint64_t first = in_.relayStepsBefore, window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps_.size(); ++s) {
     const uint64_t t = first + s;
     if (!stepNeedsCredit(s, t, opt_, topo_.nNodes())) continue;
     Op credit = putOp(Lane::kProxyPut, steps_[s].writer, {}, {}, 0, kPlanCtxCredit, kSigStep, {});
     if (s >= window) {  // step t - window is this call's
-      const Scratch::Step& prev = steps_[s - window];
-      add(std::move(credit), prev.pos + 1, kPhaseCredit);
-      addDeps(s_.forwards.data() + prev.fwdAt, prev.fwdCount);
-      if (window < slots && t >= slots + first) {
-        const Scratch::Step& reuse = steps_[s - slots];
-        addDeps(s_.forwards.data() + reuse.fwdAt, reuse.fwdCount);
-      }
+      add(std::move(credit), steps_[s - window].pos + 1, kPhaseCredit);
+      forEachFreeingStep(s, s, opt_, [&](size_t v) {
+        addDeps(s_.forwards.data() + steps_[v].fwdAt, steps_[v].fwdCount);
+      });
     } else {
       add(std::move(credit), 0,
-          steps_[s].pos > 0 ? earlySignalPhase(topo_, opt_, roundBase_, me_, steps_[s].writer, 0)
-                            : kPhaseStart);
+          earlySignalPhase(topo_, opt_, roundBase_, me_, steps_[s].writer, 0, steps_[s].pos));
     }
   }
 }
