@@ -60,8 +60,8 @@ struct Shape {
 //      lanes go into its last batch with the done flags.
 //   a run of proxy puts whose stream hands over its next batch 16 ops or more later goes over
 //      as it ends (exec/proxy_runs.h): one call more where it happens.
-//   with two or more remote completion waits (sources on other nodes, and on up to 3 nodes the
-//      waits for the relays' releases, plan.h Options::releaseRelayUpTo), the completion waits
+//   with two or more remote completion waits (sources on other nodes, and the wait for the
+//      round-1 relay's release, plan.h Options::releaseRelayUpTo), the completion waits
 //      run on the CE-wait stream, one memop batch (exec/completion_waits.h), instead of
 //      joining the last batch.
 // Measured: 2x2 8 (7 before the release), 4x2 13, 2x4 8-12 and 7-10 with unequal nodes (the batches split where deps

@@ -757,6 +757,58 @@ TEST(Planner, ReleaseFreesTheNextCallsFirstSteps) {
   expectCaught(broken, "unforwarded");
 }
 
+// The release goes to one writer (4 x 2, rounds cut into 2 chunks, 4 slots): each relay's first
+// writer of round 1, whose chunks are the next call's first steps there. From the second call
+// that writer's two steps wait for no credit, the other writers' steps for carried and in-call
+// credits as before. Where the first writer puts nothing into the relay in a call, the next
+// writer's first steps take the freed slots' places and keep their credits. (That a missing
+// release is caught: ReleaseFreesTheNextCallsFirstSteps, on 2 nodes, where the verifier's lazy
+// forwards are sure to leave the freed slots' bytes unforwarded.)
+TEST(Planner, ReleaseGoesToTheRelaysFirstWriterOfRoundOne) {
+  const Topology t = Topology::blocks(4, 2);
+  const Options o = releasing(8, 4, 4);
+  const auto b = counts(8, [](int s, int d) { return 6 + (s + d) % 3; });
+  // Call 2: r0 (node 0) sends nothing to r3, the block r0's round-1 relay r2 would forward.
+  auto holed = b;
+  holed[3] = 0;
+  std::vector<Plan> plans = planCalls(t, {b, b, holed, b}, o);
+  expectGood(plans);
+  auto release = [](const Op& op) { return op.ctx == kPlanCtxCredit && op.sigIdx == kSigRelease; };
+  auto stepCredit = [](const Op& op) { return isWait(op, kPlanCtxCredit) && op.sigIdx == kSigStep; };
+  for (size_t call = 0; call < plans.size(); ++call) {
+    const Plan& p = plans[call];
+    for (int r = 0; r < 8; ++r) {
+      const int node = t.nodeOf(r);
+      const int first = t.rankAt(t.recvNode(node, 1), t.localRankOf(r));  // r as a relay
+      const int relay1 = t.railPeer(r, t.sendNode(node, 1));             // r as a writer
+      auto sent = find(p, r, [&](const Op& op) { return release(op) && op.kind == OpKind::kPut; });
+      auto waits = find(p, r, [&](const Op& op) { return release(op) && op.kind == OpKind::kWait; });
+      ASSERT_EQ(sent.size(), 1u) << "call " << call << " r" << r;
+      ASSERT_EQ(waits.size(), 1u) << "call " << call << " r" << r;
+      EXPECT_EQ(p.ranks[r].ops[sent[0]].peer, first);
+      EXPECT_EQ(p.ranks[r].ops[waits[0]].peer, relay1);
+      // Credit waits per relay of this writer. Six steps a relay and call (three rounds of two
+      // chunks); the window is the 4 slots. Call 0: fresh relays, only round 3's chunks wait.
+      // Later calls: round 1's two released, rounds 2 and 3 wait (carried, then in-call). In
+      // call 2 r0 puts nothing into r2; in call 3 its chunks there are released again (the
+      // release of call 2 went to r0 all the same).
+      for (int k = 1; k < 4; ++k) {
+        const int relay = t.railPeer(r, t.sendNode(node, k));
+        auto credits = find(p, r, [&](const Op& op) { return stepCredit(op) && op.peer == relay; });
+        const bool hole = call == 2 && r == 0 && k == 1;
+        const size_t want = call == 0 ? (k == 3 ? 2u : 0u) : (k == 1 ? 0u : 2u);
+        EXPECT_EQ(credits.size(), hole ? 0u : want) << "call " << call << " r" << r << " round " << k;
+      }
+    }
+  }
+  // Call 2 at r2: its first writer r0 put nothing, so the round-2 writer's first steps, which
+  // come first, are not released: they wait for credits carried from r2's start of the call.
+  const int w2 = t.rankAt(t.recvNode(1, 2), 0);
+  ASSERT_EQ(t.railPeer(w2, 1), 2);
+  EXPECT_EQ(find(plans[2], w2, [&](const Op& op) { return stepCredit(op) && op.peer == 2; }).size(),
+            2u);
+}
+
 // Where relays release themselves (3 x 2, rounds cut into 2 chunks), a rank's signals without
 // deps to peers its first relay put does not go to (entry signals to the writers of later
 // rounds, carried credits) leave after that put: it waits for no credit, and the proxy issues

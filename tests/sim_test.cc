@@ -250,6 +250,23 @@ TEST(SimModel, GatheredPutPaysOneProxyOpPerWrite) {
   EXPECT_NEAR(time(2000, 2), 12, 1e-9) << "three sources take two writes of two";
 }
 
+// Proxy threads (Cluster::proxyThreads, a design option): r0 signals r1 and r2, 10 µs of proxy
+// CPU per write at each end, latency 5. One thread issues them one after the other: the second
+// leaves at 20, lands at 25 and is taken in by r2's proxy at 35. Two issue both at once: both
+// taken in at 25.
+TEST(SimModel, ProxyThreadsIssueWritesSideBySide) {
+  plan::Plan p = flatPlan(3);
+  p.ranks[0].ops = {dataPut(1, 0), dataPut(2, 0)};
+  for (int r = 1; r <= 2; ++r)
+    p.ranks[r].ops.push_back(
+        op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigData, 1, {}));
+  Cluster c = bare(3, 1);
+  c.proxyOpUs = 10;
+  EXPECT_NEAR(simulate(p, c).timeUs, 35, 1e-9);
+  c.proxyThreads = 2;
+  EXPECT_NEAR(simulate(p, c).timeUs, 25, 1e-9);
+}
+
 // The real planner on 2 nodes x 1 GPU: entry signal (latency 5), the put of half the bytes at
 // 1 GB/s, its landing (latency 5); the self copy runs beside it. The traffic's bound is that
 // put's wire time alone.

@@ -23,8 +23,8 @@ namespace rmacc {
 constexpr int kOwnCompletionStreamFrom = 2;
 
 // By op: 1 for a completion wait on a rank of another node (a wait no op depends on: also a
-// writer's wait for a relay's release, plan.h Options::releaseRelayUpTo, so at 2 nodes, with
-// the release, the lane runs its own stream), in the ops of rank `me`.
+// writer's wait for its round-1 relay's release, plan.h Options::releaseRelayUpTo, so at 2
+// nodes, with the release, the lane runs its own stream), in the ops of rank `me`.
 inline std::vector<char> remoteCompletionWaits(const std::vector<plan::Op>& ops,
                                                const Topology& topo, int me) {
   std::vector<char> gates(ops.size(), 0), out(ops.size(), 0);

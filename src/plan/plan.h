@@ -164,10 +164,10 @@ struct Options {
   // fitted (0: never). A call's first relay steps reuse slots of the call before, so each
   // waited for a credit the relay sent once it had started the call: at 2 nodes the first relay
   // put, and the NIC, waited ~8 us (proxy, wire, proxy) every call. Instead each relay sends
-  // every rank that may write into it in the next call (its rail peers on the other nodes,
-  // whatever the counts) one release credit once the slots of that call's first
-  // releasedSteps() steps are free, and each writer waits for it among its completion waits:
-  // the next call's first steps then wait for nothing. The library sets 3 (plan_build.h).
+  // its first writer of the next call (its rail peer on round 1's sending node, whatever the
+  // counts) one release credit once the slots of that call's first releasedSteps() steps are
+  // free, and that writer waits for it among its completion waits: its first steps of the next
+  // call then wait for nothing (releasedHere). The library sets 17 (plan_build.h).
   int releaseRelayUpTo = 0;
 };
 

@@ -197,22 +197,34 @@ void forEachFreeingStep(size_t u, size_t have, const Options& options, F&& f) {
   if (u >= window && u - window < have) f(u - window);
   if (window < slots && u >= slots && u - slots < have) f(u - slots);
 }
-// Options::releaseRelayUpTo as the library sets it: up to 3 nodes. At 2 the one round is cut
-// into minChunksPerRound = 2 chunks, so the release frees a call's whole round (rmacc-sim,
-// uniform / zipf 16 MiB on 2 x 8 GPUs 0.889 / 0.841 -> 0.913 / 0.872 of the bound, RESULTS
-// §25); at 3, once the entry signals to other peers no longer go before the first relay puts
-// (earlySignalPhase), uniform 16 MiB 0.899 -> 0.926, zipf 0.881 -> 0.903 (§26). On 4 / 5
-// nodes the releases' own writes (one more out and in per rail pair, on proxies already half
-// busy) cost calls of 4 MiB more than the release gains (uniform 0.653 / 0.647 -> 0.578 /
-// 0.578, §26.7). Where the host enqueues each call only after the last one is done the
-// release costs up to 0.05 of the bound instead (§25.7, §26.3).
-inline int libraryReleaseRelayUpTo() { return 3; }
+// Options::releaseRelayUpTo as the library sets it: every node count whose slots are not
+// fitted with the default 4 slots (libraryFitSlotsFrom(4) - 1), where the release goes to each
+// relay's first writer alone (releasedHere). At 2 the one round is cut into minChunksPerRound =
+// 2 chunks, so the release frees a call's whole round (rmacc-sim, uniform / zipf 16 MiB on 2 x
+// 8 GPUs 0.889 / 0.841 -> 0.913 / 0.872 of the bound, RESULTS §25); at 3, once the entry
+// signals to other peers no longer go before the first relay puts (earlySignalPhase), uniform
+// 16 MiB 0.899 -> 0.926 (§26); at 4-17 nodes, with one release per relay, uniform 16 MiB
+// +0.02 to +0.045 of the bound (4 / 5 / 8 / 12 / 16 nodes 0.913 / 0.903 / 0.902 / 0.900 /
+// 0.904 -> 0.944 / 0.948 / 0.931 / 0.927 / 0.931), but calls of 4 MiB on 8-17 nodes up to
+// 0.03 less (RESULTS §27). A release to every writer cost 4 MiB more than it gained from 4
+// nodes (its N - 1 writes out and in, §26.7). Where the host enqueues each call only after the
+// last one is done the release costs up to 0.04 of the bound instead (§25.7, §27).
+inline int libraryReleaseRelayUpTo() { return 17; }
+// The steps of a call at a relay that the release of the call before freed: the release goes
+// to one writer, the relay's first writer of round 1 (the rank of round 1's sending node on its
+// rail, whose chunks are the call's first steps there), and frees the slots of the first
+// releasedSteps() steps, as many of them as that writer puts (`firstWriterChunks`; the counts
+// decide it, and both ends know them). Other writers' steps keep their credits.
+inline uint64_t releasedHere(const Options& options, int nNodes, uint64_t firstWriterChunks) {
+  return releasesRelay(nNodes, options) ? std::min(releasedSteps(options), firstWriterChunks) : 0;
+}
 // Whether relay step t (counted over calls; callStep: counted from the relay's first step of
-// this call) waits for a credit: past the window, or always where slots are fitted; where
-// relays release themselves, not the call's first releasedSteps() steps (the release of the
-// call before freed their slots).
-inline bool stepNeedsCredit(uint64_t callStep, uint64_t t, const Options& options, int nNodes) {
-  if (releasesRelay(nNodes, options) && callStep < releasedSteps(options)) return false;
+// this call) waits for a credit: past the window, or always where slots are fitted; not the
+// call's first `released` steps (releasedHere: the release of the call before freed their
+// slots).
+inline bool stepNeedsCredit(uint64_t callStep, uint64_t t, const Options& options, int nNodes,
+                            uint64_t released) {
+  if (callStep < released) return false;
   return fitsSlots(nNodes, options) || t >= (uint64_t)creditWindow(options);
 }
 
@@ -229,9 +241,9 @@ inline bool stepNeedsCredit(uint64_t callStep, uint64_t t, const Options& option
 // the entry signals stay: they keep the nodes' rounds in step (without them zipf 256 MiB on 8
 // / 32 nodes 0.85 / 0.90 -> 0.76 / 0.79, RESULTS §21).
 inline bool entryByCredit(uint64_t callStep, uint64_t t, const Options& options, int nNodes,
-                          bool fitted) {
+                          bool fitted, uint64_t released) {
   return options.entrySignals && (fitted || callStep < (uint64_t)creditWindow(options)) &&
-         stepNeedsCredit(callStep, t, options, nNodes);
+         stepNeedsCredit(callStep, t, options, nNodes, released);
 }
 
 // Whether `rank` puts to `peer` at pipeline position `pos` (roundBases' result): the rail peer

@@ -104,8 +104,32 @@ class Planner {
   std::vector<std::vector<Step>> relaySteps_;  // this call's steps per relay rank
   std::vector<char> entryByCredit_;     // [writer*n + relay]: its first credit wait is the entry
   bool fitted_ = false;                 // the call's slots are fitted (callOptions)
+  std::vector<uint64_t> released_;      // [relay]: its steps the last call's release freed
+  int firstWriter(int relay) const;
+  void markReleased();
   void markEntryByCredit();
 };
+
+// The relay's first writer of round 1, whose chunks are its first steps of a call (the rank of
+// that round's sending node on its rail with the lowest local rank), or -1 (no relay there).
+int Planner::firstWriter(int relay) const {
+  const int node = topo_.nodeOf(relay), i = topo_.localRankOf(relay);
+  if (topo_.nNodes() < 2 || topo_.nodeSize(node) < 2) return -1;
+  const int from = topo_.recvNode(node, 1);
+  return i < topo_.nodeSize(from) ? topo_.rankAt(from, i) : -1;
+}
+
+// The steps of each relay that the last call's release freed (releasedHere): as many of the
+// first releasedSteps() as its first writer puts there.
+void Planner::markReleased() {
+  released_.assign(n_, 0);
+  for (int r = 0; r < n_; ++r) {
+    const std::vector<Payload> ps = payloadsOf(r, 1);
+    if (!ps.empty())
+      released_[r] = releasedHere(opt_, topo_.nNodes(),
+                                  chunkCount(ps[0].total, opt_, isLastRound(1, topo_.nNodes())));
+  }
+}
 
 // Which remote writers' entry is their first credit wait (entryByCredit): a relay's steps of
 // this call come round by round, each round's writers in turn, chunk by chunk.
@@ -119,7 +143,7 @@ void Planner::markEntryByCredit() {
       for (const Payload& p : payloadsOf(r, k)) {
         const uint64_t c = chunkCount(p.total, opt_, isLastRound(k, topo_.nNodes()));
         if (c > 0 && pos <= directPos_[k] &&
-            entryByCredit(s, before_[r] + s, opt_, topo_.nNodes(), fitted_))
+            entryByCredit(s, before_[r] + s, opt_, topo_.nNodes(), fitted_, released_[r]))
           entryByCredit_[(size_t)p.writer * n_ + r] = 1;
         s += c;
         pos += (int)c;
@@ -278,7 +302,7 @@ void Planner::addChunk(int relay, int k, const Payload& p, uint64_t c, int pos) 
   // Slot reuse: step t overwrites step t-S, so the writer waits for the relay's credit; with
   // pacing it waits for step t-W's (W <= S), which also says step t-S is forwarded.
   int credit = -1;
-  if (stepNeedsCredit(t - before_[relay], t, opt_, topo_.nNodes())) {
+  if (stepNeedsCredit(t - before_[relay], t, opt_, topo_.nNodes(), released_[relay])) {
     credit = add(w, waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, kSigStep, 1), pos, kPhasePut);
     int& entry = entryWait_[(size_t)w * n_ + relay];
     if (c == 0 && entryByCredit_[(size_t)w * n_ + relay] && entry < 0) entry = credit;
@@ -342,7 +366,8 @@ void Planner::addCredits(int relay) {
   const uint64_t first = before_[relay], window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps.size(); ++s) {
     const uint64_t t = first + s;
-    if (!stepNeedsCredit(s, t, opt_, topo_.nNodes())) continue;  // a free relay's first window
+    // A free relay's first window, or the steps the release of the call before freed.
+    if (!stepNeedsCredit(s, t, opt_, topo_.nNodes(), released_[relay])) continue;
     Op credit = putOp(Lane::kProxyPut, steps[s].writer, {}, {}, 0, kPlanCtxCredit, kSigStep, {});
     if (s >= window) {  // step t - window is this call's
       forEachFreeingStep(s, s, opt_, [&](size_t v) {
@@ -356,15 +381,17 @@ void Planner::addCredits(int relay) {
   }
 }
 
-// Release (Options::releaseRelayUpTo): one more credit from the relay to each rank that may
-// write into it in the next call, whatever the counts (its rail peers on the other nodes), for
-// that call's first releasedSteps() steps: sent once the forwards of the steps their credits
-// would wait for are done (none where those were an earlier call's), after the relay's last
-// put of the call so that it holds up none. Each writer waits for it among its completion
-// waits, at the end; the next call's first steps then need no credit carried from the relay's
-// start of that call.
+// Release (Options::releaseRelayUpTo): one more credit from the relay to its first writer of
+// the next call (firstWriter, whatever the counts), for that call's first releasedSteps()
+// steps: sent once the forwards of the steps their credits would wait for are done (none where
+// those were an earlier call's), after the relay's last put of the call so that it holds up
+// none. The writer waits for it among its completion waits, at the end; its first steps of the
+// next call then need no credit carried from the relay's start of that call (releasedHere).
+// One write out and one in per rank and call: a release to every writer of the next call cost
+// N - 1 of each, more than it gained from 4 nodes (RESULTS §26.7).
 void Planner::addRelease(int relay) {
-  if (!releasesRelay(topo_.nNodes(), opt_)) return;
+  const int w = firstWriter(relay);
+  if (!releasesRelay(topo_.nNodes(), opt_) || w < 0) return;
   const auto& steps = relaySteps_[relay];
   // As addCredits for the next call's first steps, steps s + j of this one.
   const size_t s = steps.size();
@@ -373,28 +400,21 @@ void Planner::addRelease(int relay) {
     forEachFreeingStep(u, s, opt_, [&](size_t v) {
       deps.insert(deps.end(), steps[v].forwards.begin(), steps[v].forwards.end());
     });
-  for (int k = 1; k < topo_.nNodes(); ++k) {
-    for (const Payload& p : payloadsOf(relay, k)) {
-      add(relay, putOp(Lane::kProxyPut, p.writer, {}, {}, 0, kPlanCtxCredit, kSigRelease, deps),
-          roundBase_[topo_.nNodes()], kPhaseCredit);
-    }
-  }
+  add(relay, putOp(Lane::kProxyPut, w, {}, {}, 0, kPlanCtxCredit, kSigRelease, deps),
+      roundBase_[topo_.nNodes()], kPhaseCredit);
 }
 
-// The writer's side of addRelease: its wait for the release of each relay it may write into,
-// in relay-rank order, a completion wait keyed after the last position's puts (and so after
-// the release: a cross-rank dependency goes to a larger key, which serial lanes need).
+// The writer's side of addRelease: its wait for the release of the relay whose first writer it
+// is (its rail peer on round 1's receiving node), a completion wait keyed after the last
+// position's puts (and so after the release: a cross-rank dependency goes to a larger key,
+// which serial lanes need).
 void Planner::addReleaseWaits(int writer) {
   if (!releasesRelay(topo_.nNodes(), opt_)) return;
-  std::vector<int> relays;
-  for (int a = 0; a < topo_.nNodes(); ++a)
-    if (a != topo_.nodeOf(writer) && topo_.nodeSize(a) > 1)
-      relays.push_back(topo_.railPeer(writer, a));
-  std::sort(relays.begin(), relays.end());
+  const int r = topo_.railPeer(writer, topo_.sendNode(topo_.nodeOf(writer), 1));
+  if (firstWriter(r) != writer) return;
   const int last = roundBase_[topo_.nNodes()] - 1;
-  for (int r : relays)
-    add(writer, waitOp(Lane::kCeWait, r, kPlanCtxCredit, kSigRelease, 1), last, kPhaseFinal,
-        completionKeyBatch(last));
+  add(writer, waitOp(Lane::kCeWait, r, kPlanCtxCredit, kSigRelease, 1), last, kPhaseFinal,
+      completionKeyBatch(last));
 }
 
 // Completion: one wait per source for all the kSigData signals it sends, so when every op of
@@ -437,6 +457,7 @@ Plan Planner::run() {
   plan.bytes = bytes_;
   plan.before.relaySteps = before_;
   layoutRounds();  // first: entry signals and waits are placed by round
+  markReleased();
   markEntryByCredit();
   addEntry();
   for (int s = 0; s < n_; ++s) addIntraNode(s);

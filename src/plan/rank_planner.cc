@@ -106,7 +106,14 @@ class RankPlanner {
   std::vector<int>& entryWait_;        // [rank]: this rank's entry wait on it, or -1
   std::vector<Scratch::Step>& steps_;  // this call's relay steps on this rank
   uint64_t step_;               // next relay step
+  uint64_t released_ = 0;       // this rank's relay steps the last call's release freed
   PlanWork work_;
+  // Steps the last call's release freed at this rank's round-k relay for this rank's chunks
+  // there (releasedHere): only at the round-1 relay, whose first writer this rank may be.
+  uint64_t releasedAsWriter(int k, uint64_t chunks) const {
+    const bool first = k == 1 && i_ < topo_.nodeSize(topo_.sendNode(node_, 1));
+    return first ? releasedHere(opt_, nNodes_, chunks) : 0;
+  }
 };
 
 // Drafts `op` with its deps (draft ids; negative ones mean none).
@@ -202,7 +209,8 @@ void RankPlanner::addEntry() {
     if (!local) {  // the credit for its first chunk here may be its entry (entryByCredit)
       const int k = roundFrom[topo_.nodeOf(w)], m = (topo_.localRankOf(w) - i_) / L_;
       const uint64_t s = s_.callStep[(size_t)k * W_ + m];
-      if (s != UINT64_MAX && entryByCredit(s, in_.relayStepsBefore + s, opt_, nNodes_, fitted_))
+      if (s != UINT64_MAX &&
+          entryByCredit(s, in_.relayStepsBefore + s, opt_, nNodes_, fitted_, released_))
         continue;
     }
     const EntryPositions at =
@@ -219,8 +227,10 @@ void RankPlanner::addEntry() {
       uint64_t total = 0;
       if (topo_.nodeSize(topo_.nodeOf(d)) > 1) payload(k, -1, &total);
       const bool before = roundBase_[k] + (int)in_.writerOffset[k] <= directPos_[k];
-      if (chunkCount(total, opt_, isLastRound(k, nNodes_)) > 0 && before &&
-          entryByCredit(in_.writerCallStep[k], in_.writerStep[k], opt_, nNodes_, fitted_)) {
+      const uint64_t chunks = chunkCount(total, opt_, isLastRound(k, nNodes_));
+      if (chunks > 0 && before &&
+          entryByCredit(in_.writerCallStep[k], in_.writerStep[k], opt_, nNodes_, fitted_,
+                        releasedAsWriter(k, chunks))) {
         entryWait_[d] = kEntryIsCredit;  // set by addWriterChunks
         continue;
       }
@@ -279,7 +289,8 @@ void RankPlanner::addWriterChunks(int k) {
     const uint64_t t = in_.writerStep[k] + c, lo = c * chunk, hi = std::min(total, lo + chunk);
     const uint64_t slotOff = (t % (uint64_t)opt_.slots) * opt_.slotBytes;
     int credit = -1;
-    if (stepNeedsCredit(in_.writerCallStep[k] + c, t, opt_, topo_.nNodes()))
+    if (stepNeedsCredit(in_.writerCallStep[k] + c, t, opt_, topo_.nNodes(),
+                        releasedAsWriter(k, chunks)))
       credit = add(waitOp(Lane::kProxyPut, relay, kPlanCtxCredit, kSigStep, 1), pos, kPhasePut);
     if (c == 0 && entryWait_[relay] == kEntryIsCredit) entryWait_[relay] = credit;
     forEachPiece(hi - lo, opt_.maxPutBytes, [&](uint64_t off, uint64_t len) {
@@ -355,7 +366,7 @@ void RankPlanner::addCredits() {
   const uint64_t first = in_.relayStepsBefore, window = (uint64_t)creditWindow(opt_);
   for (size_t s = 0; s < steps_.size(); ++s) {
     const uint64_t t = first + s;
-    if (!stepNeedsCredit(s, t, opt_, topo_.nNodes())) continue;
+    if (!stepNeedsCredit(s, t, opt_, topo_.nNodes(), released_)) continue;
     Op credit = putOp(Lane::kProxyPut, steps_[s].writer, {}, {}, 0, kPlanCtxCredit, kSigStep, {});
     if (s >= window) {  // step t - window is this call's
       add(std::move(credit), steps_[s - window].pos + 1, kPhaseCredit);
@@ -401,31 +412,27 @@ void RankPlanner::addFinalWaits() {
         completionKeyBatch(s.last));
 }
 
-// As planner.cc addRelease and addReleaseWaits: this rank's release credits as a relay, to its
-// writers round by round, then its waits for the releases of its relays, in relay-rank order.
+// As planner.cc addRelease and addReleaseWaits: this rank's release credit as a relay, to its
+// first writer of round 1, then its wait for the release of its round-1 relay where it is that
+// relay's first writer.
 void RankPlanner::addRelease() {
   if (!releasesRelay(nNodes_, opt_)) return;
   const size_t s = steps_.size();
-  for (int k = 1; k < nNodes_ && L_ > 1; ++k) {
-    for (int m = 0; writerLocal(k, m) >= 0; ++m) {
-      const int w = topo_.rankAt(topo_.recvNode(node_, k), writerLocal(k, m));
-      add(putOp(Lane::kProxyPut, w, {}, {}, 0, kPlanCtxCredit, kSigRelease, {}),
-          roundBase_[nNodes_], kPhaseCredit);
-      for (size_t u = s; u < s + releasedSteps(opt_); ++u)
-        forEachFreeingStep(u, s, opt_, [&](size_t v) {
-          addDeps(s_.forwards.data() + steps_[v].fwdAt, steps_[v].fwdCount);
-        });
-    }
+  if (L_ > 1 && writerLocal(1, 0) >= 0) {
+    const int w = topo_.rankAt(topo_.recvNode(node_, 1), writerLocal(1, 0));
+    add(putOp(Lane::kProxyPut, w, {}, {}, 0, kPlanCtxCredit, kSigRelease, {}),
+        roundBase_[nNodes_], kPhaseCredit);
+    for (size_t u = s; u < s + releasedSteps(opt_); ++u)
+      forEachFreeingStep(u, s, opt_, [&](size_t v) {
+        addDeps(s_.forwards.data() + steps_[v].fwdAt, steps_[v].fwdCount);
+      });
   }
-  std::vector<int>& relays = s_.targets;
-  relays.clear();
-  for (int a = 0; a < nNodes_; ++a)
-    if (a != node_ && topo_.nodeSize(a) > 1) relays.push_back(topo_.railPeer(me_, a));
-  std::sort(relays.begin(), relays.end());
-  const int last = roundBase_[nNodes_] - 1;
-  for (int r : relays)
-    add(waitOp(Lane::kCeWait, r, kPlanCtxCredit, kSigRelease, 1), last, kPhaseFinal, {},
-        completionKeyBatch(last));
+  const int b = topo_.sendNode(node_, 1);
+  if (topo_.nodeSize(b) > 1 && i_ < topo_.nodeSize(b)) {
+    const int last = roundBase_[nNodes_] - 1;
+    add(waitOp(Lane::kCeWait, topo_.railPeer(me_, b), kPlanCtxCredit, kSigRelease, 1), last,
+        kPhaseFinal, {}, completionKeyBatch(last));
+  }
 }
 
 // Orders the drafts by key, stably, into `out` (sortDrafts' result, without its sort): keys
@@ -476,6 +483,11 @@ void RankPlanner::run(RankPlanResult& out) {
   work_.entriesRead += in_.roundChunks.size();
   roundBase_ = roundBases(in_.roundChunks, opt_);
   directPos_ = directPositions(roundBase_, in_.roundChunks, creditWindow(opt_));
+  if (nNodes_ > 1 && L_ > 1 && writerLocal(1, 0) >= 0) {
+    uint64_t total;
+    payload(1, 0, &total);
+    released_ = releasedHere(opt_, nNodes_, chunkCount(total, opt_, isLastRound(1, nNodes_)));
+  }
   addEntry();
   addIntraNode();
   for (int k = 1; k < nNodes_; ++k) {

@@ -14,7 +14,8 @@ std::string Cluster::describe() const {
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
            "latency %.1f us, %d message(s) at once, %s, %s sharing, signals %s, %s; CE %.0f GB/s x %d copies, local "
            "copy %.0f GB/s, PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us "
-           "(+%.2f), event %.1f us, proxy op %.1f us, iov limit %d, signal latency %.1f us, "
+           "(+%.2f), event %.1f us, proxy op %.1f us x %d thread(s), iov limit %d, signal latency "
+           "%.1f us, "
            "%d CE stream(s); host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op "
            "+ copy call %.2f (+%.2f) + memop call %.2f (+%.2f) us",
            nodes, gpusPerNode, nicGBps, crossRailPenalised ? "penalised" : "free", crossRailGBps,
@@ -26,7 +27,7 @@ std::string Cluster::describe() const {
            pacing,
            ceGBps,
            ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,
-           memopBatchItemUs, eventUs, proxyOpUs, iovLimit, signalLatencyUs, ceStreams,
+           memopBatchItemUs, eventUs, proxyOpUs, proxyThreads, iovLimit, signalLatencyUs, ceStreams,
            hostFixedUs, exchangeUsPerNode, planUsPerOp, enqueueUsPerOp, enqueueCopyCallUs,
            enqueueCopyItemUs, enqueueMemopCallUs, enqueueMemopItemUs);
   return text;
@@ -46,8 +47,10 @@ void Cluster::validate() const {
                       enqueueCopyItemUs >= 0 && enqueueMemopCallUs >= 0 &&
                       enqueueMemopItemUs >= 0,
                   "per-op costs and latencies must be >= 0");
-  RMACC_ARG_CHECK(nicQueues >= 1 && ceConcurrent >= 1 && ceStreams >= 1 && iovLimit >= 1,
-                  "NIC queues, concurrent copies, CE streams and the iov limit must be >= 1");
+  RMACC_ARG_CHECK(nicQueues >= 1 && ceConcurrent >= 1 && ceStreams >= 1 && iovLimit >= 1 &&
+                      proxyThreads >= 1,
+                  "NIC queues, concurrent copies, CE streams, the iov limit and proxy threads "
+                  "must be >= 1");
 }
 
 Cluster preset(const std::string& name) {

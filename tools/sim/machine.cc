@@ -47,7 +47,7 @@ Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {
   ce_.assign(n, Server(c.ceConcurrent));
   nic_.assign(n, Server(c.nicQueues));
   queuePairs_.assign(n, QueuePairs(c.nicQueues));
-  proxy_.assign(n, Server(1));
+  proxy_.assign(n, Server(c.proxyThreads));
 }
 
 void QueuePairs::submit(int peer, Server::Job job) {

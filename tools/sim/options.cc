@@ -27,6 +27,8 @@ const char* kUsage =
     "          2, not paced on h200-loopback)\n"
     "          --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
+    "          --proxy-threads K (proxy threads per rank, each taking the next write; the\n"
+    "          library runs 1: a design option)\n"
     "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
     "          --ce-streams K\n"
     "host:     --host-us US  --exchange-us-per-node US  --plan-us-per-op US\n"
@@ -50,7 +52,7 @@ const char* kUsage =
     "          --no-fit-slots (Options::fitSlotsFrom 0: one relay geometry for every call)\n"
     "          --release-up-to N (Options::releaseRelayUpTo: relays release their next call's\n"
     "          first slots at the end of each call on up to N nodes; 0: never; default the\n"
-    "          library's, 3)\n"
+    "          library's, 17)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -119,6 +121,7 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--iov-limit", [&](auto& k, auto v) { c.iovLimit = (int)number(k, v); }},
       {"--event", [&](auto& k, auto v) { c.eventUs = number(k, v); }},
       {"--proxy-op", [&](auto& k, auto v) { c.proxyOpUs = number(k, v); }},
+      {"--proxy-threads", [&](auto& k, auto v) { c.proxyThreads = integer(k, v, 1, 64); }},
       {"--signal-latency", [&](auto& k, auto v) { c.signalLatencyUs = number(k, v); }},
       {"--ce-streams", [&](auto& k, auto v) { c.ceStreams = integer(k, v, 1, 64); }},
       {"--host-us", [&](auto& k, auto v) { c.hostFixedUs = number(k, v); }},
