@@ -266,11 +266,13 @@ inline bool putsToAt(const Topology& topo, int rank, const std::vector<int>& rou
 // signals are needed a round later; RESULTS §26). Not where those puts go to `to` itself: a
 // signal does not pass data to its own peer, and behind a chunk on a wire without pacing it
 // came milliseconds late (rmacc-sim, h200-loopback, 2 x 2 random 64 MiB 18.8 -> 22.5 ms).
+// Not without relays (one rank a node): there the position's puts are direct puts, and small
+// calls on 4 x 1 lost 13-18 us to the move (bench/sim_calibrate.sh, RESULTS §27).
 inline Phase earlySignalPhase(const Topology& topo, const Options& options,
                               const std::vector<int>& roundBase, int from, int to, int pos,
                               int waitPos) {
   const bool after = pos < waitPos && releasesRelay(topo.nNodes(), options) &&
-                     !putsToAt(topo, from, roundBase, pos, to);
+                     topo.maxNodeSize() > 1 && !putsToAt(topo, from, roundBase, pos, to);
   return after ? kPhaseCredit : kPhaseStart;
 }
 
