@@ -123,7 +123,7 @@ int Planner::firstWriter(int relay) const {
 // first releasedSteps() as its first writer puts there.
 void Planner::markReleased() {
   released_.assign(n_, 0);
-  for (int r = 0; r < n_; ++r) {
+  for (int r = 0; r < n_ && topo_.nNodes() > 1; ++r) {  // one node: no round 1
     const std::vector<Payload> ps = payloadsOf(r, 1);
     if (!ps.empty())
       released_[r] = releasedHere(opt_, topo_.nNodes(),
