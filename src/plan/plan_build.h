@@ -178,9 +178,29 @@ inline uint64_t libraryLastRoundMinChunkBytes() { return 512ull << 10; }
 inline bool fitsSlots(int nNodes, const Options& options) {
   return options.fitSlotsFrom > 0 && nNodes >= options.fitSlotsFrom;
 }
-// Whether relays release themselves at the end of each call (Options::releaseRelayUpTo).
-inline bool releasesRelay(int nNodes, const Options& options) {
-  return nNodes >= 2 && nNodes <= options.releaseRelayUpTo && !fitsSlots(nNodes, options);
+// Whether relays release themselves at the end of each call (Options::releaseRelayUpTo): on
+// 2 .. releaseRelayUpTo nodes whose slots are not fitted, where there are relays (a node of two
+// ranks or more).
+inline bool releasesRelay(const Topology& topo, const Options& options) {
+  const int nNodes = topo.nNodes();
+  return nNodes >= 2 && nNodes <= options.releaseRelayUpTo && !fitsSlots(nNodes, options) &&
+         topo.maxNodeSize() > 1;
+}
+// The rank a relay's release goes to: its first writer of round 1, whose chunks are the relay's
+// first steps of a call whatever the counts (the rank of round 1's sending node on its rail
+// with the lowest local rank), or -1 (none).
+inline int releaseWriterOf(const Topology& topo, int relay) {
+  const int node = topo.nodeOf(relay), i = topo.localRankOf(relay);
+  if (topo.nNodes() < 2 || topo.nodeSize(node) < 2) return -1;
+  const int from = topo.recvNode(node, 1);
+  return i < topo.nodeSize(from) ? topo.rankAt(from, i) : -1;
+}
+// The relay whose release goes to `writer` (releaseWriterOf), or -1 (none): its rail peer on
+// round 1's receiving node, where it is that relay's first writer of the round.
+inline int releaseRelayOf(const Topology& topo, int writer) {
+  if (topo.nNodes() < 2) return -1;
+  const int b = topo.sendNode(topo.nodeOf(writer), 1), i = topo.localRankOf(writer);
+  return topo.nodeSize(b) > 1 && i < topo.nodeSize(b) ? topo.rankAt(b, i) : -1;
 }
 // The steps of a call that the release of the call before frees (Options::releaseRelayUpTo):
 // its first round's chunks where that round is cut into Options::minChunksPerRound of them
@@ -215,8 +235,9 @@ inline int libraryReleaseRelayUpTo() { return 17; }
 // rail, whose chunks are the call's first steps there), and frees the slots of the first
 // releasedSteps() steps, as many of them as that writer puts (`firstWriterChunks`; the counts
 // decide it, and both ends know them). Other writers' steps keep their credits.
-inline uint64_t releasedHere(const Options& options, int nNodes, uint64_t firstWriterChunks) {
-  return releasesRelay(nNodes, options) ? std::min(releasedSteps(options), firstWriterChunks) : 0;
+inline uint64_t releasedHere(const Topology& topo, const Options& options,
+                             uint64_t firstWriterChunks) {
+  return releasesRelay(topo, options) ? std::min(releasedSteps(options), firstWriterChunks) : 0;
 }
 // Whether relay step t (counted over calls; callStep: counted from the relay's first step of
 // this call) waits for a credit: past the window, or always where slots are fitted; not the
@@ -266,13 +287,14 @@ inline bool putsToAt(const Topology& topo, int rank, const std::vector<int>& rou
 // signals are needed a round later; RESULTS §26). Not where those puts go to `to` itself: a
 // signal does not pass data to its own peer, and behind a chunk on a wire without pacing it
 // came milliseconds late (rmacc-sim, h200-loopback, 2 x 2 random 64 MiB 18.8 -> 22.5 ms).
-// Not without relays (one rank a node): there the position's puts are direct puts, and small
-// calls on 4 x 1 lost 13-18 us to the move (bench/sim_calibrate.sh, RESULTS §27).
+// Not without relays (one rank a node, releasesRelay): there the position's puts are direct
+// puts, and small calls on 4 x 1 lost 13-18 us to the move (bench/sim_calibrate.sh, RESULTS
+// §27).
 inline Phase earlySignalPhase(const Topology& topo, const Options& options,
                               const std::vector<int>& roundBase, int from, int to, int pos,
                               int waitPos) {
-  const bool after = pos < waitPos && releasesRelay(topo.nNodes(), options) &&
-                     topo.maxNodeSize() > 1 && !putsToAt(topo, from, roundBase, pos, to);
+  const bool after = pos < waitPos && releasesRelay(topo, options) &&
+                     !putsToAt(topo, from, roundBase, pos, to);
   return after ? kPhaseCredit : kPhaseStart;
 }
 

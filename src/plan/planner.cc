@@ -105,29 +105,20 @@ class Planner {
   std::vector<char> entryByCredit_;     // [writer*n + relay]: its first credit wait is the entry
   bool fitted_ = false;                 // the call's slots are fitted (callOptions)
   std::vector<uint64_t> released_;      // [relay]: its steps the last call's release freed
-  int firstWriter(int relay) const;
   void markReleased();
   void markEntryByCredit();
 };
 
-// The relay's first writer of round 1, whose chunks are its first steps of a call (the rank of
-// that round's sending node on its rail with the lowest local rank), or -1 (no relay there).
-int Planner::firstWriter(int relay) const {
-  const int node = topo_.nodeOf(relay), i = topo_.localRankOf(relay);
-  if (topo_.nNodes() < 2 || topo_.nodeSize(node) < 2) return -1;
-  const int from = topo_.recvNode(node, 1);
-  return i < topo_.nodeSize(from) ? topo_.rankAt(from, i) : -1;
-}
-
 // The steps of each relay that the last call's release freed (releasedHere): as many of the
-// first releasedSteps() as its first writer puts there.
+// first releasedSteps() as its first writer (releaseWriterOf, the first of its round-1
+// payloads) puts there.
 void Planner::markReleased() {
   released_.assign(n_, 0);
-  for (int r = 0; r < n_ && topo_.nNodes() > 1; ++r) {  // one node: no round 1
-    const std::vector<Payload> ps = payloadsOf(r, 1);
-    if (!ps.empty())
-      released_[r] = releasedHere(opt_, topo_.nNodes(),
-                                  chunkCount(ps[0].total, opt_, isLastRound(1, topo_.nNodes())));
+  if (!releasesRelay(topo_, opt_)) return;
+  for (int r = 0; r < n_; ++r) {
+    if (releaseWriterOf(topo_, r) < 0) continue;
+    released_[r] = releasedHere(
+        topo_, opt_, chunkCount(payloadsOf(r, 1)[0].total, opt_, isLastRound(1, topo_.nNodes())));
   }
 }
 
@@ -382,7 +373,7 @@ void Planner::addCredits(int relay) {
 }
 
 // Release (Options::releaseRelayUpTo): one more credit from the relay to its first writer of
-// the next call (firstWriter, whatever the counts), for that call's first releasedSteps()
+// the next call (releaseWriterOf, whatever the counts), for that call's first releasedSteps()
 // steps: sent once the forwards of the steps their credits would wait for are done (none where
 // those were an earlier call's), after the relay's last put of the call so that it holds up
 // none. The writer waits for it among its completion waits, at the end; its first steps of the
@@ -390,8 +381,8 @@ void Planner::addCredits(int relay) {
 // One write out and one in per rank and call: a release to every writer of the next call cost
 // N - 1 of each, more than it gained from 4 nodes (RESULTS §26.7).
 void Planner::addRelease(int relay) {
-  const int w = firstWriter(relay);
-  if (!releasesRelay(topo_.nNodes(), opt_) || w < 0) return;
+  const int w = releaseWriterOf(topo_, relay);
+  if (!releasesRelay(topo_, opt_) || w < 0) return;
   const auto& steps = relaySteps_[relay];
   // As addCredits for the next call's first steps, steps s + j of this one.
   const size_t s = steps.size();
@@ -405,13 +396,12 @@ void Planner::addRelease(int relay) {
 }
 
 // The writer's side of addRelease: its wait for the release of the relay whose first writer it
-// is (its rail peer on round 1's receiving node), a completion wait keyed after the last
+// is (releaseRelayOf), a completion wait keyed after the last
 // position's puts (and so after the release: a cross-rank dependency goes to a larger key,
 // which serial lanes need).
 void Planner::addReleaseWaits(int writer) {
-  if (!releasesRelay(topo_.nNodes(), opt_)) return;
-  const int r = topo_.railPeer(writer, topo_.sendNode(topo_.nodeOf(writer), 1));
-  if (firstWriter(r) != writer) return;
+  const int r = releaseRelayOf(topo_, writer);
+  if (!releasesRelay(topo_, opt_) || r < 0) return;
   const int last = roundBase_[topo_.nNodes()] - 1;
   add(writer, waitOp(Lane::kCeWait, r, kPlanCtxCredit, kSigRelease, 1), last, kPhaseFinal,
       completionKeyBatch(last));

@@ -109,10 +109,10 @@ class RankPlanner {
   uint64_t released_ = 0;       // this rank's relay steps the last call's release freed
   PlanWork work_;
   // Steps the last call's release freed at this rank's round-k relay for this rank's chunks
-  // there (releasedHere): only at the round-1 relay, whose first writer this rank may be.
+  // there (releasedHere): only at the relay whose release comes here (releaseRelayOf).
   uint64_t releasedAsWriter(int k, uint64_t chunks) const {
-    const bool first = k == 1 && i_ < topo_.nodeSize(topo_.sendNode(node_, 1));
-    return first ? releasedHere(opt_, nNodes_, chunks) : 0;
+    const bool first = k == 1 && releaseRelayOf(topo_, me_) >= 0;
+    return first ? releasedHere(topo_, opt_, chunks) : 0;
   }
 };
 
@@ -416,10 +416,9 @@ void RankPlanner::addFinalWaits() {
 // first writer of round 1, then its wait for the release of its round-1 relay where it is that
 // relay's first writer.
 void RankPlanner::addRelease() {
-  if (!releasesRelay(nNodes_, opt_)) return;
+  if (!releasesRelay(topo_, opt_)) return;
   const size_t s = steps_.size();
-  if (L_ > 1 && writerLocal(1, 0) >= 0) {
-    const int w = topo_.rankAt(topo_.recvNode(node_, 1), writerLocal(1, 0));
+  if (const int w = releaseWriterOf(topo_, me_); w >= 0) {
     add(putOp(Lane::kProxyPut, w, {}, {}, 0, kPlanCtxCredit, kSigRelease, {}),
         roundBase_[nNodes_], kPhaseCredit);
     for (size_t u = s; u < s + releasedSteps(opt_); ++u)
@@ -427,11 +426,10 @@ void RankPlanner::addRelease() {
         addDeps(s_.forwards.data() + steps_[v].fwdAt, steps_[v].fwdCount);
       });
   }
-  const int b = topo_.sendNode(node_, 1);
-  if (topo_.nodeSize(b) > 1 && i_ < topo_.nodeSize(b)) {
+  if (const int r = releaseRelayOf(topo_, me_); r >= 0) {
     const int last = roundBase_[nNodes_] - 1;
-    add(waitOp(Lane::kCeWait, topo_.railPeer(me_, b), kPlanCtxCredit, kSigRelease, 1), last,
-        kPhaseFinal, {}, completionKeyBatch(last));
+    add(waitOp(Lane::kCeWait, r, kPlanCtxCredit, kSigRelease, 1), last, kPhaseFinal, {},
+        completionKeyBatch(last));
   }
 }
 
@@ -483,10 +481,10 @@ void RankPlanner::run(RankPlanResult& out) {
   work_.entriesRead += in_.roundChunks.size();
   roundBase_ = roundBases(in_.roundChunks, opt_);
   directPos_ = directPositions(roundBase_, in_.roundChunks, creditWindow(opt_));
-  if (nNodes_ > 1 && L_ > 1 && writerLocal(1, 0) >= 0) {
+  if (releaseWriterOf(topo_, me_) >= 0) {  // the first of its round-1 writers
     uint64_t total;
     payload(1, 0, &total);
-    released_ = releasedHere(opt_, nNodes_, chunkCount(total, opt_, isLastRound(1, nNodes_)));
+    released_ = releasedHere(topo_, opt_, chunkCount(total, opt_, isLastRound(1, nNodes_)));
   }
   addEntry();
   addIntraNode();
