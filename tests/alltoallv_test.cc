@@ -220,6 +220,56 @@ TEST(Alltoallv, PacedProxyWrites) {
   }
 }
 
+// RMACC_PROXY_THREADS: each rank runs several proxy threads, each with its own endpoint, and a
+// pair of ranks talks through the thread of their nodes' sum at both ends. 5 nodes on 4
+// threads put every thread to work (and some pairs on one); staged sources take a bounce ring
+// per thread; landing puts all go through thread 0 while pure signals to the same ranks ride
+// the others, so one signal counter is raised from two threads. Bytes exact, no deadlock.
+TEST(Alltoallv, SeveralProxyThreads) {
+  struct Variant {
+    Topo topo;
+    std::vector<std::pair<std::string, std::string>> env;
+  };
+  const std::vector<Variant> variants = {
+      {{5, 2}, {{"RMACC_PROXY_THREADS", "4"}, {"RMACC_RELAY_BYTES", "16K"}, {"RMACC_RELAY_SLOTS", "2"}}},
+      {{3, 2}, {{"RMACC_PROXY_THREADS", "3"}, {"RMACC_NET_BOUNCE", "always"},
+                {"RMACC_NET_BOUNCE_BYTES", "64K"}, {"RMACC_NET_BOUNCE_CHUNK", "16K"}}},
+      {{3, 2}, {{"RMACC_PROXY_THREADS", "2"}, {"RMACC_NET_LANDING", "always"},
+                {"RMACC_RELAY_BYTES", "64K"}}},
+  };
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.env[1].first + " on " + std::to_string(v.topo.nodes) + "x" +
+                 std::to_string(v.topo.local));
+    const int n = v.topo.nodes * v.topo.local;
+    runRanks(n, optionsFor(v.topo, v.env), [&](const RankContext& ctx) {
+      TestComm comm(ctx);
+      for (int call = 0; call < 10; ++call) {
+        Pattern p = (Pattern)(call % 5);
+        auto counts = makeCounts(p, n, call % 4 == 3 ? 60000 : 700 + 13 * call, 1300 + call);
+        if (oneCall(comm, counts, rmaccFloat32, call % 2, 1300 + call, comm.stream())) return;
+      }
+    });
+  }
+}
+
+// Small node rounds share pipeline positions (4 slots: 2 rounds a position), so a relay's
+// steps there forward together (plan.h Options::joinForwardsBelow) and their signal writes to
+// one receiver merge into one (executor.cc batchOp). Calls of ~1 KiB blocks and of larger
+// ones, whose chunks are not joined, alternate. Bytes exact, no deadlock.
+TEST(Alltoallv, SmallRoundsForwardTogether) {
+  const Topo topo{6, 2};
+  const int n = topo.nodes * topo.local;
+  runRanks(n, optionsFor(topo, {{"RMACC_RELAY_BYTES", "1M"}, {"RMACC_RELAY_SLOTS", "4"}}),
+           [&](const RankContext& ctx) {
+             TestComm comm(ctx);
+             for (int call = 0; call < 8; ++call) {
+               auto counts = makeCounts((Pattern)(call % 5), n, call % 4 == 3 ? 120000 : 250 + call,
+                                        2100 + call);
+               if (oneCall(comm, counts, rmaccFloat32, call % 2, 2100 + call, comm.stream())) return;
+             }
+           });
+}
+
 // RMACC_LOCAL_COPY=engines: the block a rank sends itself, and staged blocks copied into a
 // malloc'd receive buffer, go out and back through the next local rank's slots and pinned
 // host slots (what CUDA uses so that no copy needs an SM). Odd slot sizes make many steps and
@@ -497,9 +547,9 @@ TEST(Alltoallv, MismatchAnywhereOnOneNodeFailsEverywhere) {
 // The victim dies only once every survivor finished the first call: dying the moment its own
 // call returned raced with a survivor still finishing the first call, which then failed
 // (seen once in a full run on the loaded 2-core machine).
-void deadPeerCase(Topo shape) {
+void deadPeerCase(Topo shape, const char* proxyThreads = "0") {
   const int n = shape.nodes * shape.local;
-  RunOptions o = optionsFor(shape, {{"RMACC_TIMEOUT_S", "5"}});
+  RunOptions o = optionsFor(shape, {{"RMACC_TIMEOUT_S", "5"}, {"RMACC_PROXY_THREADS", proxyThreads}});
   o.sharedBytes = sizeof(std::atomic<int>);
   std::vector<int> status = runRanksStatus(n, o, [&](const RankContext& ctx) {
     auto* firstDone = static_cast<std::atomic<int>*>(ctx.shared);  // zeroed scratch: starts at 0
@@ -530,6 +580,9 @@ void deadPeerCase(Topo shape) {
 
 TEST(Alltoallv, DeadPeerBecomesAnError) { deadPeerCase({2, 2}); }
 TEST(Alltoallv, DeadPeerOnTheSameNodeBecomesAnError) { deadPeerCase({1, 3}); }
+// The dead rank's pairs ride different proxy threads of the survivors: whichever thread sees
+// the loss first fails the communicator, the others stop with it.
+TEST(Alltoallv, DeadPeerBecomesAnErrorWithSeveralProxyThreads) { deadPeerCase({3, 2}, "3"); }
 
 TEST(Alltoallv, CallsReturnWhileAPeerIsLate) {
   runRanks(4, optionsFor({2, 2}), [&](const RankContext& ctx) {

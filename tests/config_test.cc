@@ -71,6 +71,7 @@ const Knob kKnobs[] = {
     Knob{"RMACC_LANES", "serial", [](const Config& c) { return c.lanes == Config::Lanes::kSerial; }, "parallel"},
     Knob{"RMACC_PROXY_POLL", "sleep",
          [](const Config& c) { return c.proxyPoll == Config::ProxyPoll::kSleep; }, "busy"},
+    Knob{"RMACC_PROXY_THREADS", "3", [](const Config& c) { return c.proxyThreads == 3; }, "17"},
     Knob{"RMACC_NET_BOUNCE", "always", [](const Config& c) { return c.bounceAlways; }, "yes"},
     Knob{"RMACC_NET_BOUNCE_BYTES", "8M", [](const Config& c) { return c.bounceBytes == (8u << 20); }, "0"},
     Knob{"RMACC_NET_BOUNCE_CHUNK", "256K",

@@ -64,7 +64,7 @@ TEST(FabricTest, WriteDataByteExactUpTo64MiB) {
         fill(buf.data(), n, 0, 1, i);
         alignas(16) char ctx[kOpContextBytes];
         double t0 = nowS();
-        while (!f.write(1, n ? buf.data() : nullptr, n, mr->desc(),
+        while (!f.write(0, 1, n ? buf.data() : nullptr, n, mr->desc(),
                         peers.regions[1].addrOf(off), peers.regions[1].key, (uint32_t)i, ctx)) {
           ++eagain;
           pump.progress();

@@ -1,7 +1,9 @@
 // Hand-checked plans of small shapes, and plans broken on purpose that the verifier must reject.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -712,6 +714,42 @@ TEST(Planner, CarriedCreditIsTheRemoteEntry) {
   plans[2].ranks[0].ops[direct[0]].deps.clear();
   moveOp(plans[2], 0, direct[0], 0);
   expectCaught(plans, "before r2 entered call 2");
+}
+
+// Joined forwards (Options::joinForwardsBelow), 6 x 2 with small blocks and 2 rounds a position:
+// a relay's steps at one position forward together, each forward waiting for every data wait
+// of its position (so the executor sends them as one batch). Without the option a forward waits
+// for its own chunk only. The plans verify either way, over consecutive calls.
+TEST(Planner, SmallChunksAtOnePositionForwardTogether) {
+  const Topology t = Topology::blocks(6, 2);
+  const auto b = counts(12, [](int s, int d) { return 5 + (s * 3 + d) % 4; });
+  for (uint64_t below : {uint64_t{0}, uint64_t{1024}}) {
+    Options o = opts(64, 4);
+    o.roundsPerBatch = 2;
+    o.joinForwardsBelow = below;
+    std::vector<Plan> plans = planCalls(t, {b, b, b}, o);
+    expectGood(plans);
+    int joinedPositions = 0, forwardsShort = 0;
+    for (const Plan& p : plans)
+      for (int r = 0; r < 12; ++r) {
+        const auto& ops = p.ranks[r].ops;
+        auto data = find(p, r, [](const Op& op) { return isWait(op, kPlanCtxColl) && op.sigIdx == kSigRelay; });
+        auto fwds = find(p, r, [](const Op& op) {
+          return op.kind == OpKind::kPut && op.src.region == Region::kRelay;
+        });
+        std::map<int, std::vector<int>> dataAt;  // batch -> the relay's data waits there
+        for (int d : data) dataAt[ops[d].batch].push_back(d);
+        for (auto& [batch, ds] : dataAt) joinedPositions += ds.size() > 1;
+        for (int f : fwds) {
+          const auto& deps = ops[f].deps;
+          for (int d : dataAt[ops[f].batch])
+            forwardsShort += std::find(deps.begin(), deps.end(), d) == deps.end();
+        }
+      }
+    EXPECT_GT(joinedPositions, 0) << "no position holds two steps of one relay";
+    if (below) EXPECT_EQ(forwardsShort, 0) << "a forward leaves before its position's chunks";
+    else EXPECT_GT(forwardsShort, 0) << "forwards wait for their own chunk only";
+  }
 }
 
 // Relay release (Options::releaseRelayUpTo), 2 x 2, two slots of 4 bytes, rounds cut into 2

@@ -394,6 +394,93 @@ TEST(ProxyTest, KilledPeerBecomesAnError) {
   EXPECT_EQ(status[1], 128 + SIGKILL);
 }
 
+// Several proxy threads (FabricOptions::endpoints, RMACC_PROXY_THREADS): each rank puts to every
+// other rank in every round, alternating the thread, so each pair's writes travel through both
+// endpoints at both ends and one signal counter is raised by both receiving threads (the lock
+// they share). Every signal ends at exactly the number of puts; every byte is in place.
+TEST(ProxyTest, SeveralThreadsCarryEveryPair) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(4, netOptions(), [](const RankContext& c) {
+    const size_t kMax = 256 << 10;
+    const int kRounds = 6;
+    const size_t slot = kMax + 4096;
+    FabricOptions fo;
+    fo.endpoints = 2;
+    ProxyRank pr(c, slot * c.nRanks * kRounds, 1ull << 30, 60, fo);
+    ASSERT_EQ(pr.fabric->endpoints(), 2) << "tcp;ofi_rxm offers FI_THREAD_SAFE";
+    ASSERT_EQ(pr.proxy->threads(), 2);
+    expectError(rmaccInvalidArgument, "queue of thread 2", [&] { pr.proxy->createQueue(2); });
+    ProxyQueue* q[2] = {pr.proxy->createQueue(0), pr.proxy->createQueue(1)};
+    std::vector<std::vector<uint8_t>> src((size_t)c.nRanks * kRounds);
+    uint64_t last[2] = {0, 0};
+    for (int k = 0; k < kRounds; ++k)
+      for (int d = 0; d < c.nRanks; ++d) {
+        if (d == c.rank) continue;
+        const int t = (proxyThreadOf(c.rank, d, 2) + k) % 2;
+        PutShape sh = shapeOf(c.rank, d, k, kMax, slot);
+        std::vector<uint8_t>& buf = src[(size_t)d * kRounds + k];
+        buf.resize(sh.bytes);
+        fill(buf.data(), sh.bytes, c.rank, d, k);
+        const uint64_t at = ((uint64_t)c.rank * kRounds + k) * slot + sh.offset;
+        last[t] = q[t]->post(pr.put(d, buf.data(), sh.bytes, at, kCtxData, 0));
+        pr.release(q[t], last[t]);
+      }
+    for (int s = 0; s < c.nRanks; ++s) {
+      if (s == c.rank) continue;
+      pr.waitAtLeast(pr.sig(kCtxData, 0, s), kRounds);  // a lost increment: this times out
+      EXPECT_EQ(pr.load(pr.sig(kCtxData, 0, s)), (uint64_t)kRounds) << "signal from " << s;
+      for (int k = 0; k < kRounds; ++k) {
+        PutShape sh = shapeOf(s, c.rank, k, kMax, slot);
+        const uint8_t* at = pr.win() + ((size_t)s * kRounds + k) * slot + sh.offset;
+        EXPECT_EQ(firstMismatch(at, sh.bytes, s, c.rank, k), -1) << "round " << k << " from " << s;
+      }
+    }
+    for (int t = 0; t < 2; ++t) pr.waitAtLeast(q[t]->done(), last[t]);
+    pr.finish();
+  });
+}
+
+// A peer dies while both threads of rank 0 write to it: whichever thread meets the loss first
+// fails the proxy, the other stops with it (puts to either thread are refused), and the error
+// handler runs once.
+TEST(ProxyTest, KilledPeerFailsEveryThread) {
+  SKIP_WITHOUT_TCP();
+  auto status = test::runRanksStatus(2, netOptions(120), [](const RankContext& c) {
+    const double kTimeoutS = 3;
+    const size_t kBytes = 4 << 20;
+    FabricOptions fo;
+    fo.endpoints = 2;
+    ProxyRank pr(c, kBytes, 1ull << 30, kTimeoutS, fo);
+    ProxyQueue* q[2] = {pr.proxy->createQueue(0), pr.proxy->createQueue(1)};
+    if (c.rank == 1) {
+      pr.waitAtLeast(pr.sig(kCtxData, 0, 0), 1);
+      raise(SIGKILL);
+    }
+    std::atomic<int> handlerCalls{0};
+    pr.proxy->setErrorHandler([&](rmaccResult_t, const std::string&) { ++handlerCalls; });
+    std::vector<uint8_t> src(kBytes, 1);
+    double t0 = nowS();
+    for (int i = 0; i < 32; ++i)
+      pr.release(q[i % 2], q[i % 2]->post(pr.put(1, src.data(), kBytes, 0, kCtxData, 0)));
+    std::string text;
+    rmaccResult_t code = rmaccSuccess;
+    while ((code = pr.proxy->error(&text)) == rmaccSuccess && nowS() - t0 < 60) usleep(10 * 1000);
+    const double took = nowS() - t0;
+    printf("[ dead peer] error after %.2f s: %s: %s\n", took, rmaccGetErrorString(code),
+           text.c_str());
+    EXPECT_TRUE(code == rmaccRemoteError || code == rmaccNetworkError || code == rmaccTimeout)
+        << code;
+    EXPECT_LT(took, kTimeoutS + 10);
+    EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+    waitFor([&] { return handlerCalls.load() > 0; }, {}, 10, "the error handler");
+    usleep(100 * 1000);
+    EXPECT_EQ(handlerCalls.load(), 1);
+    for (ProxyQueue* qt : q) EXPECT_THROW(qt->post(pr.put(1, src.data(), 1, 0, kCtxData, 0)), Error);
+  });
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 128 + SIGKILL);
+}
+
 // Rank 1 dies while the connection is idle; rank 0 posts afterwards. Depending on timing the
 // provider fails the write (EPIPE/ENOTCONN; seen on a 16-core machine) or keeps answering
 // -FI_EAGAIN while rxm tries to reconnect (seen on a loaded 2-core one): then the put timeout

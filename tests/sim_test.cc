@@ -250,10 +250,11 @@ TEST(SimModel, GatheredPutPaysOneProxyOpPerWrite) {
   EXPECT_NEAR(time(2000, 2), 12, 1e-9) << "three sources take two writes of two";
 }
 
-// Proxy threads (Cluster::proxyThreads, a design option): r0 signals r1 and r2, 10 µs of proxy
-// CPU per write at each end, latency 5. One thread issues them one after the other: the second
-// leaves at 20, lands at 25 and is taken in by r2's proxy at 35. Two issue both at once: both
-// taken in at 25.
+// Proxy threads (Cluster::proxyThreads, RMACC_PROXY_THREADS): r0 signals r1 and r2, 10 µs of
+// proxy CPU per write at each end, latency 5. One thread issues them one after the other: the
+// second leaves at 20, lands at 25 and is taken in by r2's proxy at 35. Two issue both at once
+// (nodes 0+1 and 0+2 fall on different threads): both taken in at 25. On 5 nodes, r0's writes
+// to r2 and r4 share thread 0 of 2 (proxyThreadOf: by the nodes' sum), as in the library.
 TEST(SimModel, ProxyThreadsIssueWritesSideBySide) {
   plan::Plan p = flatPlan(3);
   p.ranks[0].ops = {dataPut(1, 0), dataPut(2, 0)};
@@ -265,6 +266,16 @@ TEST(SimModel, ProxyThreadsIssueWritesSideBySide) {
   EXPECT_NEAR(simulate(p, c).timeUs, 35, 1e-9);
   c.proxyThreads = 2;
   EXPECT_NEAR(simulate(p, c).timeUs, 25, 1e-9);
+
+  plan::Plan five = flatPlan(5);
+  five.ranks[0].ops = {dataPut(2, 0), dataPut(4, 0)};
+  for (int r : {2, 4})
+    five.ranks[r].ops.push_back(
+        op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigData, 1, {}));
+  Cluster c5 = bare(5, 1);
+  c5.proxyOpUs = 10;
+  c5.proxyThreads = 2;
+  EXPECT_NEAR(simulate(five, c5).timeUs, 35, 1e-9);
 }
 
 // The real planner on 2 nodes x 1 GPU: entry signal (latency 5), the put of half the bytes at
@@ -321,6 +332,7 @@ double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: th
   c.hostFixedUs = 0;
   c.enqueueUsPerOp = 0;  // host pacing would hide the drift
   c.paceLeadUs = -1;     // and so would the NIC pacer's: credit windows alone
+  c.proxyThreads = 1;    // and more proxy threads (RMACC_PROXY_THREADS' default from 10 nodes)
   c.nicQueuePerPeer = c.maxMinSharing = perPeerNic;
   if (!perPeerNic) c.nicQueues = 1;
   Traffic t;

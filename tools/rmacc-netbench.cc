@@ -87,7 +87,7 @@ struct Raw {
   }
   void progress() {
     Completion c[32];
-    size_t n = f.poll(c, 32);
+    size_t n = f.poll(0, c, 32);
     for (size_t i = 0; i < n; ++i) {
       if (c[i].kind == Completion::kRemoteData) {
         ++remoteData;
@@ -100,7 +100,7 @@ struct Raw {
   void write(const void* src, size_t bytes) {
     while (freeCtxs.empty()) progress();
     Ctx* c = freeCtxs.back();
-    while (!f.write(peer, src, bytes, desc, dst.addrOf(0), dst.key, 0, c)) progress();
+    while (!f.write(0, peer, src, bytes, desc, dst.addrOf(0), dst.key, 0, c)) progress();
     freeCtxs.pop_back();
   }
   void settle(uint64_t written) {  // every own write completed; counters start over

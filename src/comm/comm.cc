@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -101,14 +102,27 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     fo.wantHmem = cfg_.netGdr && backend_->caps().networkMayTouchDeviceMemory;
     fo.forceLocalRegistration = cfg_.netMrLocal;
     fo.universeSize = nRanks;
+    fo.endpoints = wantedProxyThreads();
     fabric_ = std::make_unique<Fabric>(cfg_.netProvider, fo);
-    std::vector<NameRecord> addrs(nRanks);
-    addrs[rank] = toRecord(fabric_->address());
-    bootstrap_->allGather(addrs.data(), sizeof(NameRecord));
-    std::vector<std::vector<char>> peers(nRanks);
-    for (int r = 0; r < nRanks; ++r) peers[r].assign(addrs[r].bytes, addrs[r].bytes + addrs[r].size);
-    fabric_->insertPeers(peers);
+    // Both ends of a pair must pick the same thread (proxyThreadOf): every rank runs as many
+    // as the rank that could open the fewest endpoints.
+    std::vector<int> opened(nRanks);
+    opened[rank] = fabric_->endpoints();
+    bootstrap_->allGather(opened.data(), sizeof(int));
+    const int threads = *std::min_element(opened.begin(), opened.end());
+    std::vector<NameRecord> addrs((size_t)nRanks * threads);
+    for (int t = 0; t < threads; ++t) addrs[(size_t)rank * threads + t] = toRecord(fabric_->address(t));
+    bootstrap_->allGather(addrs.data(), sizeof(NameRecord) * threads);
+    for (int t = 0; t < threads; ++t) {
+      std::vector<std::vector<char>> peers(nRanks);
+      for (int r = 0; r < nRanks; ++r) {
+        const NameRecord& a = addrs[(size_t)r * threads + t];
+        peers[r].assign(a.bytes, a.bytes + a.size);
+      }
+      fabric_->insertPeers(t, peers);
+    }
     ProxyOptions po;
+    po.threads = threads;
     po.timeoutS = cfg_.timeoutS;
     po.eagerPoll = eagerProxyPoll();
     po.paceBytesPerSecond = cfg_.netPaceGBps < 0 ? fabric_->linkBytesPerSecond() : cfg_.netPaceGBps * 1e9;
@@ -263,6 +277,10 @@ Stream& Comm::streamOf(rmaccStream_t handle, bool captureOk) {
                 "rmaccAlltoAllv and rmaccAlltoAllvDynamic can be captured; make this call outside "
                 "the capture", handle);
   return *s;
+}
+
+int Comm::wantedProxyThreads() const {
+  return cfg_.proxyThreads > 0 ? cfg_.proxyThreads : defaultProxyThreads(topo_.nNodes());
 }
 
 bool Comm::eagerProxyPoll() const {

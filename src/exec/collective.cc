@@ -331,6 +331,7 @@ plan::Options planOptionsOf(const Config& cfg, int nNodes) {
   opt.lastRoundMinChunks = plan::libraryLastRoundMinChunks(nNodes);
   opt.lastRoundMinChunkBytes = plan::libraryLastRoundMinChunkBytes();
   opt.releaseRelayUpTo = plan::libraryReleaseRelayUpTo();
+  opt.joinForwardsBelow = plan::libraryJoinForwardsBelow();
   return opt;
 }
 

@@ -163,7 +163,11 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
 // op order: each signal still follows its own copy (and now the others of the batch too),
 // copies to different places may run at once, and the waits and ready flags keep their place
 // among the signals. A copy joins a batch only while it holds no wait or ready flag (it runs
-// ahead of the batch's memory ops). Anything else (staged proxy puts, copies through the
+// ahead of the batch's memory ops). A signal whose counter the batch already writes, while the
+// batch's memory ops are all signal writes (no wait, ready flag or progress mark: `ordered`),
+// raises that write's value instead of adding one: the copies of both ran before any of them
+// (a relay's joined forwards of several chunks to one receiver cost one write, plan.h
+// Options::joinForwardsBelow). Anything else (staged proxy puts, copies through the
 // copy-engine loop) is enqueued on its own.
 bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
   const bool ce = op.kind == OpKind::kPut && ctx_.topo.sameNode(op.peer, ctx_.rank);
@@ -187,14 +191,20 @@ bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers&
     batch.copies.push_back({static_cast<char*>(t.local) + offset, local(op.src, b), op.bytes});
   }
   WriteDesc sig = ctx_.signals.ceSignal(op.peer, op.ctx, op.sigIdx);
+  for (MemOpDesc& m : batch.memOps)
+    if (!batch.ordered && m.addr == sig.addr) {
+      m.value = sig.value;
+      return true;
+    }
   pushMemOp(batch, {false, sig.addr, sig.value});
   return true;
 }
 
 // A put to another node: posted to the proxy now, released by a store of the queue's ready
-// flag in the batch. Consecutive puts of a stream thus cost one store between them, not a
-// backend call each: a store that follows another to the same flag replaces it (the proxy
-// issues every post up to the value it reads, and nothing ran between the two stores).
+// flag in the batch. Consecutive puts of a stream thus cost one store per proxy queue between
+// them, not a backend call each: a store to a flag already stored in the batch's trailing
+// run of ready stores replaces that one (the proxy issues every post up to the value it
+// reads, and nothing but ready stores ran in between, so the order within the run is free).
 bool Executor::batchProxyPut(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
   WriteDesc ready;
   if (!op.gather.empty()) {
@@ -206,10 +216,19 @@ bool Executor::batchProxyPut(Batch& batch, Stream& s, const Op& op, const CallBu
     return false;
   }
   if (op.bytes && op.dst.region == Region::kRelay) noteRelayWrite(op);
-  if (batch.readyLast && batch.memOps.back().addr == ready.addr) {
-    batch.memOps.back().value = ready.value;
+  MemOpDesc* same = nullptr;
+  if (batch.readyLast)
+    for (size_t i = batch.readyRun; i < batch.memOps.size() && !same; ++i)
+      if (batch.memOps[i].addr == ready.addr) same = &batch.memOps[i];
+  if (same) {
+    same->value = ready.value;
+    // Keep the latest store last: join's readyTail_ waits on the last one for the whole run.
+    std::swap(*same, batch.memOps.back());
   } else {
+    const size_t at = batch.memOps.size();
+    const bool run = batch.readyLast;
     pushMemOp(batch, {false, ready.addr, ready.value});
+    if (!run) batch.readyRun = at;
     batch.ordered = true;
   }
   batch.readyLast = true;
@@ -468,13 +487,11 @@ Stream& Executor::join(Batches& batches, Call& c) {
     if (!readyTailed(s)) wait(tail, markProgress(own));
     flush(own);
     if (auto ready = readyTail_.find(s); ready != readyTail_.end()) wait(tail, ready->second);
-    WaitDesc w;
-    if (rma_.proxyDoneWait(*s, &w)) wait(tail, w);
+    for (const WaitDesc& w : rma_.proxyDoneWaits(*s)) wait(tail, w);
   }
   for (size_t v = 0; v < c.waitOnly.size(); ++v)
     holdWaits(tail, c, (int)v, c.waitOnly[v].waits.size());
-  WaitDesc w;
-  if (rma_.proxyDoneWait(*last, &w)) wait(tail, w);
+  for (const WaitDesc& w : rma_.proxyDoneWaits(*last)) wait(tail, w);
   return *last;
 }
 

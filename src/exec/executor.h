@@ -80,6 +80,7 @@ class Executor {
     // (past a wait it would break a dependency; past a ready flag it would delay the put).
     bool ordered = false;
     bool readyLast = false;  // memOps ends with a proxy queue's ready flag (see join)
+    size_t readyRun = 0;     // while readyLast: where that trailing run of ready stores starts
     bool empty() const { return copies.empty() && memOps.empty(); }
   };
   // The open batch of every stream of a call. Each stream keeps its own, so that ops of

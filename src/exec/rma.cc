@@ -9,23 +9,33 @@ namespace rmacc {
 
 RmaEngine::RmaEngine(const EngineContext& ctx) : ctx_(ctx) {}
 
-RmaEngine::Lane& RmaEngine::laneFor(Stream& stream) {
+RmaEngine::Route& RmaEngine::routeFor(Stream& stream, int thread) {
   auto it = lanes_.find(&stream);
-  if (it != lanes_.end()) return it->second;
-  Lane lane;
-  if (!idle_.empty()) {
-    lane = std::move(idle_.back());
-    idle_.pop_back();
-  } else {
-    lane.queue = ctx_.proxy->createQueue();
+  if (it == lanes_.end()) {
+    Lane lane(ctx_.proxy->threads());
+    if (!idle_.empty()) {
+      lane = std::move(idle_.back());
+      idle_.pop_back();
+    }
+    it = lanes_.emplace(&stream, std::move(lane)).first;
+  }
+  Route& route = it->second[thread];
+  if (!route.queue) {
+    route.queue = ctx_.proxy->createQueue(thread);
     ++queuesCreated_;
   }
-  return lanes_.emplace(&stream, std::move(lane)).first->second;
+  return route;
 }
 
-ProxyQueue& RmaEngine::queueFor(Stream& stream) {
+int RmaEngine::threadOf(const ProxyPut& put) const {
+  if (put.landing.valid()) return 0;
+  return proxyThreadOf(ctx_.topo.nodeOf(ctx_.rank), ctx_.topo.nodeOf(put.peer),
+                       ctx_.proxy->threads());
+}
+
+ProxyQueue& RmaEngine::queueFor(Stream& stream, const ProxyPut& put) {
   std::lock_guard<std::mutex> lock(mu_);
-  return *laneFor(stream).queue;
+  return *routeFor(stream, threadOf(put)).queue;
 }
 
 // A pooled queue keeps counting from where its last stream left it: its puts were all released
@@ -33,9 +43,9 @@ ProxyQueue& RmaEngine::queueFor(Stream& stream) {
 // regions wait on that queue's done flag before reuse, whichever stream reserves them.
 void RmaEngine::forgetStream(Stream& stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  lastSeq_.erase(&stream);
   auto it = lanes_.find(&stream);
   if (it == lanes_.end()) return;
+  for (Route& r : it->second) r.lastReading = 0;
   idle_.push_back(std::move(it->second));
   lanes_.erase(it);
 }
@@ -93,13 +103,13 @@ uint64_t RmaEngine::post(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   // anyway made every call end one network completion later (an ack round trip).
   if (put.bytes > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    lastSeq_[&stream] = seq;
+    routeFor(stream, threadOf(put)).lastReading = seq;
   }
   return seq;
 }
 
 void RmaEngine::proxyPut(Stream& stream, const ProxyPut& put, bool waitDone) {
-  ProxyQueue& q = queueFor(stream);
+  ProxyQueue& q = queueFor(stream, put);
   if (staged(put)) {
     stagedPut(stream, q, put);
     return;
@@ -126,7 +136,7 @@ bool RmaEngine::postUnreleased(Stream& stream, const FabricIov* srcs, size_t n, 
 
 bool RmaEngine::postReady(Stream& stream, const ProxyPut& p, WriteDesc* ready) {
   if (staged(p)) return false;
-  ProxyQueue& q = queueFor(stream);
+  ProxyQueue& q = queueFor(stream, p);
   *ready = WriteDesc{q.ready(), post(stream, q, p)};
   return true;
 }
@@ -146,7 +156,7 @@ void RmaEngine::stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   BounceRing* ring;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& r = laneFor(stream).ring;
+    auto& r = routeFor(stream, threadOf(put)).ring;
     if (!r) r = std::make_unique<BounceRing>(ctx_.backend, *ctx_.proxy, ctx_.cfg.bounceBytes);
     ring = r.get();
   }
@@ -184,21 +194,19 @@ void RmaEngine::stagedPut(Stream& stream, ProxyQueue& q, const ProxyPut& put) {
   }
 }
 
-bool RmaEngine::proxyDoneWait(Stream& stream, WaitDesc* out) {
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = lastSeq_.find(&stream);
-    if (it == lastSeq_.end()) return false;
-    seq = it->second;
-  }
-  *out = WaitDesc{queueFor(stream).done(), seq};
-  return true;
+std::vector<WaitDesc> RmaEngine::proxyDoneWaits(Stream& stream) {
+  std::vector<WaitDesc> waits;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = lanes_.find(&stream);
+  if (it == lanes_.end()) return waits;
+  for (const Route& r : it->second)
+    if (r.lastReading > 0) waits.push_back(WaitDesc{r.queue->done(), r.lastReading});
+  return waits;
 }
 
 void RmaEngine::waitProxyDone(Stream& stream) {
-  WaitDesc w;
-  if (proxyDoneWait(stream, &w)) stream.waitValues(&w, 1);
+  std::vector<WaitDesc> w = proxyDoneWaits(stream);
+  if (!w.empty()) stream.waitValues(w.data(), w.size());
 }
 
 void RmaEngine::put(Stream& stream, const void* src, size_t bytes, int peer,

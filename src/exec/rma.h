@@ -55,9 +55,10 @@ class RmaEngine {
   void wait(Stream& stream, const SignalWait* waits, size_t n);
   // Holds `stream` until every proxy put it posted so far no longer reads the caller's memory.
   void waitProxyDone(Stream& stream);
-  // The wait waitProxyDone would enqueue, for a caller that batches it with other stream
-  // memory ops; false when `stream` posted no put that reads the caller's memory.
-  bool proxyDoneWait(Stream& stream, WaitDesc* out);
+  // The waits waitProxyDone would enqueue (one per proxy queue of `stream` that carried such a
+  // put), for a caller that batches them with other stream memory ops; empty when `stream`
+  // posted no put that reads the caller's memory.
+  std::vector<WaitDesc> proxyDoneWaits(Stream& stream);
   // Global barrier on `stream`: the node's ranks, then the rails (DESIGN.md §2 "Barrier").
   void barrier(Stream& stream, int ctx);
   // `stream` is going away and has synchronized (every put it posted is released to the
@@ -71,15 +72,21 @@ class RmaEngine {
   size_t streamsHeld() const;
 
  private:
-  // What a posting stream uses on the proxy path; it outlives the stream in the pool.
-  struct Lane {
-    ProxyQueue* queue = nullptr;
+  // What a posting stream uses on the proxy path, per proxy thread; it outlives the stream in
+  // the pool.
+  struct Route {
+    ProxyQueue* queue = nullptr;       // made on the first put through the thread
     std::unique_ptr<BounceRing> ring;  // made on the first staged put
+    uint64_t lastReading = 0;          // seq of the last put that reads the caller's memory
   };
-  Lane& laneFor(Stream& stream);  // mu_ held
-  // The proxy queue of a stream: one per posting stream so that one stream's readiness never
-  // holds back another's puts.
-  ProxyQueue& queueFor(Stream& stream);
+  using Lane = std::vector<Route>;  // by proxy thread
+  Route& routeFor(Stream& stream, int thread);  // mu_ held
+  // The proxy queue of a stream towards a thread: one per posting stream so that one
+  // stream's readiness never holds back another's puts, and one per thread so that a pair
+  // of ranks always talks through the same thread at both ends.
+  ProxyQueue& queueFor(Stream& stream, const ProxyPut& put);
+  // The proxy thread of a put: by pair (proxyThreadOf); landing puts on thread 0 (Proxy).
+  int threadOf(const ProxyPut& put) const;
   void proxyPut(Stream& stream, const ProxyPut& put, bool waitDone);
   ProxyPut makeProxyPut(const void* src, size_t bytes, int peer, const PeerTarget& target,
                         uint64_t offset, int ctx, int sigIdx) const;
@@ -97,7 +104,6 @@ class RmaEngine {
   std::map<Stream*, Lane> lanes_;
   std::vector<Lane> idle_;  // lanes of forgotten streams
   size_t queuesCreated_ = 0;
-  std::map<Stream*, uint64_t> lastSeq_;
 };
 
 }  // namespace rmacc

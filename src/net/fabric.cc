@@ -57,7 +57,7 @@ bool isRemoteErrno(int err) {
   }
 }
 
-fi_info* makeHints(const std::string& provider) {
+fi_info* makeHints(const std::string& provider, fi_threading threading) {
   fi_info* hints = fi_allocinfo();
   if (!hints) RMACC_THROW(rmaccSystemError, "fi_allocinfo failed");
   hints->ep_attr->type = FI_EP_RDM;
@@ -65,9 +65,10 @@ fi_info* makeHints(const std::string& provider) {
   hints->mode = FI_CONTEXT;
   hints->domain_attr->mr_mode = kMrModeWanted;
   hints->domain_attr->cq_data_size = 4;  // the 32-bit ImmData; verbs and EFA give exactly 4
-  // Only the proxy thread drives the data path (see fabric.h); registration is serialised by
-  // our own mutex, so FI_THREAD_DOMAIN is enough and providers need not lock.
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  // One endpoint: only the proxy thread drives the data path (see fabric.h) and registration
+  // is serialised by our own mutex, so FI_THREAD_DOMAIN is enough and providers need not lock.
+  // Several: their proxy threads drive them side by side, FI_THREAD_SAFE.
+  hints->domain_attr->threading = threading;
   // With resource management the provider returns -FI_EAGAIN instead of overrunning queues.
   hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
   if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
@@ -122,26 +123,38 @@ Fabric::Fabric(const std::string& provider, const FabricOptions& options) {
 Fabric::~Fabric() { closeAll(); }
 
 void Fabric::open(const std::string& provider, const FabricOptions& options) {
+  RMACC_ARG_CHECK(options.endpoints >= 1 && options.endpoints <= kMaxFabricEndpoints,
+                  "%d fabric endpoints (1 to %d)", options.endpoints, kMaxFabricEndpoints);
   if (options.universeSize > 0) sizeFabricUniverse(options.universeSize);  // before fi_getinfo
   fi_info* list = nullptr;
   int rc = -FI_ENODATA;
-  if (options.wantHmem) {
-    fi_info* hints = makeHints(provider);
-    hints->caps |= FI_HMEM;
-    hints->domain_attr->mr_mode |= FI_MR_HMEM;
+  // The provider's candidates for one combination of FI_HMEM and threading.
+  auto query = [&](bool hmem, fi_threading threading) {
+    fi_info* hints = makeHints(provider, threading);
+    if (hmem) {
+      hints->caps |= FI_HMEM;
+      hints->domain_attr->mr_mode |= FI_MR_HMEM;
+    }
     rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
     fi_freeinfo(hints);
-    hmem_ = rc == 0 && list;
+    return rc == 0 && list;
+  };
+  // Several endpoints need FI_THREAD_SAFE; a provider without it gets one.
+  int endpoints = 1;
+  auto queryThreads = [&](bool hmem) {
+    endpoints = options.endpoints;
+    if (endpoints > 1 && query(hmem, FI_THREAD_SAFE)) return true;
+    endpoints = 1;
+    return query(hmem, FI_THREAD_DOMAIN);
+  };
+  if (options.wantHmem) {
+    hmem_ = queryThreads(true);
     if (!hmem_)
       INFO(kSubsysNet, "no provider%s%s offers FI_HMEM with FI_RMA (%s): device data is staged "
            "through pinned memory", provider.empty() ? "" : " named ", provider.c_str(),
            fi_strerror(-rc));
   }
-  if (!hmem_) {
-    fi_info* hints = makeHints(provider);
-    rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
-    fi_freeinfo(hints);
-  }
+  if (!hmem_) queryThreads(false);
   if (rc != 0 || !list)
     RMACC_THROW(rmaccNetworkError,
                 "no libfabric provider%s%s offers FI_EP_RDM with FI_RMA and remote CQ data: %s",
@@ -152,6 +165,13 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   if (info_->domain_attr->cq_data_size < 4)
     RMACC_THROW(rmaccNetworkError, "provider %s has only %zu bytes of remote CQ data",
                 info_->fabric_attr->prov_name, info_->domain_attr->cq_data_size);
+  // A registration bound to one endpoint (FI_MR_ENDPOINT) could not be written through the
+  // others: such providers get one.
+  if (endpoints > 1 && (info_->domain_attr->mr_mode & FI_MR_ENDPOINT)) endpoints = 1;
+  if (endpoints < options.endpoints)
+    INFO(kSubsysNet, "provider %s: one endpoint instead of %d (it needs FI_THREAD_SAFE and "
+         "registrations without FI_MR_ENDPOINT): one proxy thread", info_->fabric_attr->prov_name,
+         options.endpoints);
 
   uint64_t order = info_->tx_attr->msg_order;
   ordered_ = (order & (FI_ORDER_RMA_WAW | FI_ORDER_WAW)) != 0 && !options.assumeUnorderedWrites;
@@ -164,42 +184,55 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   FI_CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   FI_CHECK(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
 
-  // A CQ with a file-descriptor wait object lets the idle proxy sleep in the kernel and wake
-  // the moment a write arrives (a timed sleep would add its length to every hop); progress
-  // stays manual. Providers without one get a plain CQ and the proxy's timed back-off.
-  fi_cq_attr cqAttr{};
-  cqAttr.format = FI_CQ_FORMAT_DATA;
-  cqAttr.wait_obj = FI_WAIT_FD;
-  if (fi_cq_open(domain_, &cqAttr, &cq_, nullptr) == 0) {
-    int fd = -1;
-    if (fi_control(&cq_->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) waitFd_ = fd;
-  } else {
-    cq_ = nullptr;
+  eps_.resize(endpoints);
+  for (Endpoint& e : eps_) {
+    if (endpoints > 1) e.lock = std::make_unique<std::mutex>();
+    openEndpoint(e);
   }
-  if (!cq_) {
-    cqAttr.wait_obj = FI_WAIT_NONE;
-    FI_CHECK(fi_cq_open(domain_, &cqAttr, &cq_, nullptr), "fi_cq_open");
-  }
-
-  fi_av_attr avAttr{};
-  avAttr.type = FI_AV_TABLE;
-  FI_CHECK(fi_av_open(domain_, &avAttr, &av_, nullptr), "fi_av_open");
-
-  FI_CHECK(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
-  FI_CHECK(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
-  FI_CHECK(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
-  FI_CHECK(fi_enable(ep_), "fi_enable");
 
   // fi_tostr uses one static buffer: one call per argument list entry would clobber it.
   std::string threading = fi_tostr(&info_->domain_attr->threading, FI_TYPE_THREADING);
   std::string progress = fi_tostr(&info_->domain_attr->data_progress, FI_TYPE_PROGRESS);
   INFO(kSubsysNet,
        "libfabric %s: fabric %s domain %s mr_mode 0x%llx max_msg %zu cq_data %zu "
-       "threading %s data progress %s ordered writes %d wait fd %d hmem %d",
+       "threading %s data progress %s ordered writes %d wait fd %d hmem %d endpoints %d",
        info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name,
        (unsigned long long)info_->domain_attr->mr_mode, info_->ep_attr->max_msg_size,
-       info_->domain_attr->cq_data_size, threading.c_str(), progress.c_str(), (int)ordered_, waitFd_,
-       (int)hmem_);
+       info_->domain_attr->cq_data_size, threading.c_str(), progress.c_str(), (int)ordered_,
+       eps_[0].waitFd, (int)hmem_, endpoints);
+}
+
+void Fabric::openEndpoint(Endpoint& e) {
+  // A CQ with a file-descriptor wait object lets the idle proxy sleep in the kernel and wake
+  // the moment a write arrives (a timed sleep would add its length to every hop); progress
+  // stays manual. Providers without one get a plain CQ and the proxy's timed back-off.
+  fi_cq_attr cqAttr{};
+  cqAttr.format = FI_CQ_FORMAT_DATA;
+  cqAttr.wait_obj = FI_WAIT_FD;
+  if (fi_cq_open(domain_, &cqAttr, &e.cq, nullptr) == 0) {
+    int fd = -1;
+    if (fi_control(&e.cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) e.waitFd = fd;
+  } else {
+    e.cq = nullptr;
+  }
+  if (!e.cq) {
+    cqAttr.wait_obj = FI_WAIT_NONE;
+    FI_CHECK(fi_cq_open(domain_, &cqAttr, &e.cq, nullptr), "fi_cq_open");
+  }
+
+  fi_av_attr avAttr{};
+  avAttr.type = FI_AV_TABLE;
+  FI_CHECK(fi_av_open(domain_, &avAttr, &e.av, nullptr), "fi_av_open");
+
+  FI_CHECK(fi_endpoint(domain_, info_, &e.ep, nullptr), "fi_endpoint");
+  FI_CHECK(fi_ep_bind(e.ep, &e.cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+  FI_CHECK(fi_ep_bind(e.ep, &e.av->fid, 0), "fi_ep_bind(av)");
+  FI_CHECK(fi_enable(e.ep), "fi_enable");
+}
+
+const Fabric::Endpoint& Fabric::endpoint(int ep) const {
+  RMACC_ARG_CHECK(ep >= 0 && ep < (int)eps_.size(), "fabric endpoint %d of %zu", ep, eps_.size());
+  return eps_[ep];
 }
 
 void Fabric::closeAll() {
@@ -209,30 +242,35 @@ void Fabric::closeAll() {
     int rc = fi_close(f);
     if (rc) WARN("fi_close(%s) failed: %s", what, fi_strerror(-rc));
   };
-  if (ep_) close(&ep_->fid, "ep");
-  if (av_) close(&av_->fid, "av");
-  if (cq_) close(&cq_->fid, "cq");
+  for (Endpoint& e : eps_) {
+    if (e.ep) close(&e.ep->fid, "ep");
+    if (e.av) close(&e.av->fid, "av");
+    if (e.cq) close(&e.cq->fid, "cq");
+  }
+  eps_.clear();
   if (domain_) close(&domain_->fid, "domain");
   if (fabric_) close(&fabric_->fid, "fabric");
   if (info_) fi_freeinfo(info_);
-  ep_ = nullptr, av_ = nullptr, cq_ = nullptr, domain_ = nullptr, fabric_ = nullptr;
+  domain_ = nullptr, fabric_ = nullptr;
   info_ = nullptr;
 }
 
 std::string Fabric::providerName() const { return info_->fabric_attr->prov_name; }
 
-std::vector<char> Fabric::address() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+std::vector<char> Fabric::address(int ep) const {
+  const Endpoint& e = endpoint(ep);
+  std::lock_guard<std::mutex> lock(dataLock(ep));
   size_t len = 0;
-  fi_getname(&ep_->fid, nullptr, &len);  // -FI_ETOOSMALL, sets len
+  fi_getname(&e.ep->fid, nullptr, &len);  // -FI_ETOOSMALL, sets len
   std::vector<char> addr(len);
-  FI_CHECK(fi_getname(&ep_->fid, addr.data(), &len), "fi_getname");
+  FI_CHECK(fi_getname(&e.ep->fid, addr.data(), &len), "fi_getname");
   addr.resize(len);
   return addr;
 }
 
-void Fabric::insertPeers(const std::vector<std::vector<char>>& addrs) {
-  std::lock_guard<std::mutex> lock(mutex_);
+void Fabric::insertPeers(int ep, const std::vector<std::vector<char>>& addrs) {
+  Endpoint& e = endpoint(ep);
+  std::lock_guard<std::mutex> lock(dataLock(ep));
   RMACC_ARG_CHECK(!addrs.empty(), "insertPeers: no addresses");
   size_t len = addrs[0].size();
   std::vector<char> packed;
@@ -243,10 +281,10 @@ void Fabric::insertPeers(const std::vector<std::vector<char>>& addrs) {
     packed.insert(packed.end(), addrs[r].begin(), addrs[r].end());
   }
   std::vector<fi_addr_t> out(addrs.size(), FI_ADDR_NOTAVAIL);
-  int n = fi_av_insert(av_, packed.data(), addrs.size(), out.data(), 0, nullptr);
+  int n = fi_av_insert(e.av, packed.data(), addrs.size(), out.data(), 0, nullptr);
   if (n != (int)addrs.size())
     RMACC_THROW(rmaccNetworkError, "fi_av_insert inserted %d of %zu addresses", n, addrs.size());
-  peerAddrs_.assign(out.begin(), out.end());
+  e.peerAddrs.assign(out.begin(), out.end());
 }
 
 std::unique_ptr<MemoryRegion> Fabric::registerMemory(void* ptr, size_t size, int cudaDevice) {
@@ -275,7 +313,7 @@ std::unique_ptr<MemoryRegion> Fabric::registerMemory(void* ptr, size_t size, int
   // Until a MemoryRegion owns it, a failure closes the raw fid (we already hold the lock).
   const char* failed = nullptr;
   if (mode & FI_MR_ENDPOINT) {
-    if ((rc = fi_mr_bind(mr, &ep_->fid, 0)) != 0) failed = "fi_mr_bind";
+    if ((rc = fi_mr_bind(mr, &eps_[0].ep->fid, 0)) != 0) failed = "fi_mr_bind";  // the only one
     else if ((rc = fi_mr_enable(mr)) != 0) failed = "fi_mr_enable";
   }
   RemoteRegion remote;
@@ -304,13 +342,14 @@ double Fabric::linkBytesPerSecond() const {
   return nic && nic->link_attr ? (double)nic->link_attr->speed / 8 : 0;
 }
 
-bool Fabric::write(int peer, const void* src, size_t bytes, void* localDesc, uint64_t remoteAddr,
-                   uint64_t key, uint32_t data, void* context) {
-  RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < peerAddrs_.size(), "write to unknown rank %d", peer);
+bool Fabric::write(int ep, int peer, const void* src, size_t bytes, void* localDesc,
+                   uint64_t remoteAddr, uint64_t key, uint32_t data, void* context) {
+  Endpoint& e = endpoint(ep);
+  RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < e.peerAddrs.size(), "write to unknown rank %d", peer);
   RMACC_ARG_CHECK(bytes <= maxMessageBytes(), "write of %zu bytes exceeds the provider's %zu",
                   bytes, maxMessageBytes());
-  std::lock_guard<std::mutex> lock(mutex_);
-  ssize_t rc = fi_writedata(ep_, src, bytes, localDesc, data, peerAddrs_[peer], remoteAddr, key,
+  std::lock_guard<std::mutex> lock(dataLock(ep));
+  ssize_t rc = fi_writedata(e.ep, src, bytes, localDesc, data, e.peerAddrs[peer], remoteAddr, key,
                             context);
   if (rc == 0) return true;
   if (rc == -FI_EAGAIN) return false;
@@ -322,9 +361,10 @@ size_t Fabric::iovLimit() const {
   return std::max<size_t>(1, std::min(info_->tx_attr->iov_limit, kMaxFabricIov));
 }
 
-bool Fabric::writev(int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr,
+bool Fabric::writev(int ep, int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr,
                     uint64_t key, uint32_t data, void* context) {
-  RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < peerAddrs_.size(), "write to unknown rank %d", peer);
+  Endpoint& e = endpoint(ep);
+  RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < e.peerAddrs.size(), "write to unknown rank %d", peer);
   RMACC_ARG_CHECK(count >= 1 && count <= iovLimit(), "write of %zu sources (the provider takes %zu)",
                   count, iovLimit());
   iovec iovs[kMaxFabricIov];
@@ -342,7 +382,7 @@ bool Fabric::writev(int peer, const FabricIov* iov, size_t count, uint64_t remot
   msg.msg_iov = iovs;
   msg.desc = descs;
   msg.iov_count = count;
-  msg.addr = peerAddrs_[peer];
+  msg.addr = e.peerAddrs[peer];
   msg.rma_iov = &rma;
   msg.rma_iov_count = 1;
   msg.context = context;
@@ -350,8 +390,8 @@ bool Fabric::writev(int peer, const FabricIov* iov, size_t count, uint64_t remot
   // fi_writemsg takes its flags from the caller, not the endpoint's defaults: the same ones
   // fi_writedata gets (FI_DELIVERY_COMPLETE on unordered providers), plus the data.
   const uint64_t flags = info_->tx_attr->op_flags | FI_REMOTE_CQ_DATA | FI_COMPLETION;
-  std::lock_guard<std::mutex> lock(mutex_);
-  ssize_t rc = fi_writemsg(ep_, &msg, flags);
+  std::lock_guard<std::mutex> lock(dataLock(ep));
+  ssize_t rc = fi_writemsg(e.ep, &msg, flags);
   if (rc == 0) return true;
   if (rc == -FI_EAGAIN) return false;
   RMACC_THROW(isRemoteErrno((int)-rc) ? rmaccRemoteError : rmaccNetworkError,
@@ -359,28 +399,30 @@ bool Fabric::writev(int peer, const FabricIov* iov, size_t count, uint64_t remot
               fi_strerror((int)-rc));
 }
 
-bool Fabric::readyToBlock() {
-  if (waitFd_ < 0) return false;
-  std::lock_guard<std::mutex> lock(mutex_);
-  fid* fids[1] = {&cq_->fid};
+bool Fabric::readyToBlock(int ep) {
+  Endpoint& e = endpoint(ep);
+  if (e.waitFd < 0) return false;
+  std::lock_guard<std::mutex> lock(dataLock(ep));
+  fid* fids[1] = {&e.cq->fid};
   return fi_trywait(fabric_, fids, 1) == FI_SUCCESS;
 }
 
-size_t Fabric::poll(Completion* out, size_t max) {
+size_t Fabric::poll(int ep, Completion* out, size_t max) {
   constexpr size_t kBatch = 32;
   fi_cq_data_entry entries[kBatch];
   if (max == 0) return 0;
-  std::lock_guard<std::mutex> lock(mutex_);
-  ssize_t n = fi_cq_read(cq_, entries, max < kBatch ? max : kBatch);
+  Endpoint& e = endpoint(ep);
+  std::lock_guard<std::mutex> lock(dataLock(ep));
+  ssize_t n = fi_cq_read(e.cq, entries, max < kBatch ? max : kBatch);
   if (n == -FI_EAGAIN) return 0;
   if (n == -FI_EAVAIL) {
     fi_cq_err_entry err{};
-    ssize_t rc = fi_cq_readerr(cq_, &err, 0);
+    ssize_t rc = fi_cq_readerr(e.cq, &err, 0);
     if (rc < 0) RMACC_THROW(rmaccNetworkError, "fi_cq_readerr: %s", fi_strerror((int)-rc));
     bool incoming = (err.flags & FI_REMOTE_CQ_DATA) != 0;
-    lastErrorContext_ = incoming ? nullptr : err.op_context;
+    e.lastErrorContext = incoming ? nullptr : err.op_context;
     char buf[256];
-    const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof(buf));
+    const char* text = fi_cq_strerror(e.cq, err.prov_errno, err.err_data, buf, sizeof(buf));
     // tcp reports a lost peer as FI_ECANCELED with the socket's errno (ENOTCONN) beside it.
     bool remote = isRemoteErrno(err.err) ||
                   (err.err == FI_ECANCELED && isRemoteErrno(err.prov_errno));

@@ -1,5 +1,7 @@
-// One libfabric RDM endpoint with RMA, its completion queue and address vector: the transport
-// under the proxy (MSCCL++'s Connection verbs: write with data, and completions).
+// One libfabric domain with RDM endpoints for RMA, each with its completion queue and address
+// vector: the transport under the proxy (MSCCL++'s Connection verbs: write with data, and
+// completions). One endpoint per proxy thread; registrations belong to the domain, so a key
+// is valid whichever endpoint writes.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct fid_fabric;
@@ -67,10 +70,13 @@ struct Completion {
   uint64_t data = 0;        // kRemoteData: the 32-bit completion data
 };
 
-// Threading: the domain is opened FI_THREAD_DOMAIN (FI_THREAD_SAFE is not required): the data
-// path (write, poll) is meant for one thread, the proxy's. Every call that touches the domain
-// still takes one internal mutex, so registerMemory and MemoryRegion destruction from other
-// threads are safe; the lock is uncontended on the data path.
+// Threading: with one endpoint the domain is opened FI_THREAD_DOMAIN (FI_THREAD_SAFE is not
+// required): the data path (write, poll) is meant for one thread, the proxy's. Every call that
+// touches the domain still takes one internal mutex, so registerMemory and MemoryRegion
+// destruction from other threads are safe; the lock is uncontended on the data path.
+// With several endpoints the domain must be FI_THREAD_SAFE (one proxy thread drives each
+// endpoint, side by side): each endpoint's data path takes a lock of its own, registration the
+// domain's. A provider without FI_THREAD_SAFE gets one endpoint (endpoints() says).
 //
 // The `context` of write() must point to at least kOpContextBytes bytes that stay untouched
 // until its kWriteDone (or error) completion: in FI_CONTEXT mode the provider uses them.
@@ -87,7 +93,10 @@ struct FabricOptions {
   // Processes in the job (0: not known). The first Fabric of a process sizes libfabric's
   // universe from it (net/fabric_universe.h).
   int universeSize = 0;
+  // Endpoints wanted on the domain (one per proxy thread, at most kMaxFabricEndpoints).
+  int endpoints = 1;
 };
+constexpr int kMaxFabricEndpoints = 16;
 
 class Fabric {
  public:
@@ -101,9 +110,14 @@ class Fabric {
   Fabric& operator=(const Fabric&) = delete;
 
   std::string providerName() const;
-  std::vector<char> address() const;  // fi_getname, for the control plane
-  // addrs[r] is rank r's address(); afterwards write() takes ranks.
-  void insertPeers(const std::vector<std::vector<char>>& addrs);
+  // Endpoints opened: FabricOptions::endpoints, or 1 where the provider is not FI_THREAD_SAFE.
+  // The data path below takes an endpoint index `ep` in [0, endpoints()).
+  int endpoints() const { return (int)eps_.size(); }
+  std::vector<char> address(int ep = 0) const;  // fi_getname, for the control plane
+  // addrs[r] is the address(ep) of rank r's endpoint that endpoint `ep` writes to; afterwards
+  // the endpoint's writes take ranks.
+  void insertPeers(int ep, const std::vector<std::vector<char>>& addrs);
+  void insertPeers(const std::vector<std::vector<char>>& addrs) { insertPeers(0, addrs); }
   // Registers [ptr, ptr+size) for local use and remote writes, honouring mr_mode. Memory of
   // CUDA device `cudaDevice` (>= 0) is registered as FI_HMEM_CUDA: only with hmem().
   std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t size, int cudaDevice = -1);
@@ -114,59 +128,69 @@ class Fabric {
   // FI_MR_HMEM: device memory sources must be registered even where host memory need not be.
   bool deviceNeedsRegistration() const { return hmemLocalReg_; }
   size_t maxMessageBytes() const;
-  // True when writes from this endpoint land in the order they were posted (FI_ORDER_RMA_WAW):
+  // True when writes from one endpoint land in the order they were posted (FI_ORDER_RMA_WAW):
   // then the last piece of a split put arriving implies the earlier pieces have landed. When
-  // false, the endpoint uses FI_DELIVERY_COMPLETE so that a local completion means "landed".
+  // false, the endpoints use FI_DELIVERY_COMPLETE so that a local completion means "landed".
   bool orderedWrites() const;
   // The NIC's active link rate in bytes per second, as the provider reports it (fi_nic's
   // link_attr->speed); 0 when it reports none (tcp, sockets).
   double linkBytesPerSecond() const;
-  // The write() context of the error completion that poll() last threw for (nullptr when the
-  // failed entry was not one of our writes), so the caller can name the peer.
-  void* lastErrorContext() const { return lastErrorContext_; }
+  // The write() context of the error completion that poll(ep) last threw for (nullptr when
+  // the failed entry was not one of our writes), so the caller can name the peer.
+  void* lastErrorContext(int ep) const { return endpoint(ep).lastErrorContext; }
 
-  // Posts a write of `bytes` from `src` to (peer, remoteAddr, key) carrying completion data
-  // `data`. Returns false on -FI_EAGAIN (progress, then retry); throws rmaccNetworkError on
-  // other errors. `context` comes back in a kWriteDone completion.
-  virtual bool write(int peer, const void* src, size_t bytes, void* localDesc,
+  // Posts a write from endpoint `ep` of `bytes` from `src` to (peer, remoteAddr, key) carrying
+  // completion data `data`. Returns false on -FI_EAGAIN (progress, then retry); throws
+  // rmaccNetworkError on other errors. `context` comes back in a kWriteDone completion.
+  virtual bool write(int ep, int peer, const void* src, size_t bytes, void* localDesc,
                      uint64_t remoteAddr, uint64_t key, uint32_t data, void* context);
   // As write(), from `count` sources (1 <= count <= iovLimit()) written back to back from
   // remoteAddr: one message (fi_writemsg), so one local completion and, at the peer, one
   // completion data for all of them.
-  virtual bool writev(int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr,
+  virtual bool writev(int ep, int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr,
                       uint64_t key, uint32_t data, void* context);
   // Sources one writev may take: the provider's tx iov_limit (tcp;ofi_rxm: 4), at most
   // kMaxFabricIov.
   size_t iovLimit() const;
-  // Reads up to `max` completions (progressing the provider). Throws rmaccNetworkError or
-  // rmaccRemoteError for an error completion, naming the peer when known.
-  virtual size_t poll(Completion* out, size_t max);
+  // Reads up to `max` completions of endpoint `ep` (progressing the provider). Throws
+  // rmaccNetworkError or rmaccRemoteError for an error completion, naming the peer when known.
+  virtual size_t poll(int ep, Completion* out, size_t max);
   // The completion queue's wait object, for an idle proxy to block on instead of sleeping
   // blind: a file descriptor that turns readable when the provider has something to
   // progress (an incoming write, a completion), or -1 where the provider offers none.
-  int waitFd() const { return waitFd_; }
-  // fi_trywait: true when nothing is pending and blocking on waitFd() is safe now; false
+  int waitFd(int ep) const { return endpoint(ep).waitFd; }
+  // fi_trywait: true when nothing is pending and blocking on waitFd(ep) is safe now; false
   // means poll() first (the provider may have work that the fd would not signal).
-  virtual bool readyToBlock();
+  virtual bool readyToBlock(int ep);
 
  private:
+  // One endpoint with its completion queue and address vector.
+  struct Endpoint {
+    fid_ep* ep = nullptr;
+    fid_cq* cq = nullptr;
+    fid_av* av = nullptr;
+    std::vector<uint64_t> peerAddrs;  // fi_addr_t per rank
+    void* lastErrorContext = nullptr;
+    int waitFd = -1;
+    std::unique_ptr<std::mutex> lock;  // its data path's, when there are several (see above)
+  };
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
-  fid_ep* ep_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_av* av_ = nullptr;
-  std::vector<uint64_t> peerAddrs_;  // fi_addr_t per rank
+  std::vector<Endpoint> eps_;
   uint64_t nextKey_ = 1;
   bool ordered_ = false;
   bool localReg_ = false;
   bool hmem_ = false;
   bool hmemLocalReg_ = false;
-  void* lastErrorContext_ = nullptr;
-  int waitFd_ = -1;
-  mutable std::mutex mutex_;  // see "Threading" above
+  mutable std::mutex mutex_;  // the domain's; see "Threading" above
 
   void open(const std::string& provider, const FabricOptions& options);
+  void openEndpoint(Endpoint& e);
+  const Endpoint& endpoint(int ep) const;
+  Endpoint& endpoint(int ep) { return const_cast<Endpoint&>(std::as_const(*this).endpoint(ep)); }
+  // The lock of endpoint `ep`'s data path: the domain's while it is the only one.
+  std::mutex& dataLock(int ep) const { return eps_.size() == 1 ? mutex_ : *endpoint(ep).lock; }
   void closeAll();
 };
 

@@ -46,7 +46,7 @@ bool ProxyImpl::issueLandingWrite(Queue& q, InFlight& f) {
   if (w % 2 == 0) {
     if (!s.freeSlots) return false;
     int slot = __builtin_ctzll(s.freeSlots);
-    if (!fabric_.write(f.put.peer, (const char*)f.put.src + offset, len, f.desc,
+    if (!fabric_.write(ep_, f.put.peer, (const char*)f.put.src + offset, len, f.desc,
                        t.region.addrOf(t.chunkOffset(slot)), t.region.key,
                        ImmData::encodeSlot(rank_, slot, 0, ImmKind::kLanding), &piece)) {
       ++eagains_;
@@ -67,7 +67,7 @@ bool ProxyImpl::issueLandingWrite(Queue& q, InFlight& f) {
     h.ctx = f.put.ctx;
     h.sigIdx = f.put.sigIdx;
     h.check = h.checksum();
-    if (!fabric_.write(f.put.peer, &h, sizeof(h), landingHeadersMr_->desc(),
+    if (!fabric_.write(ep_, f.put.peer, &h, sizeof(h), landingHeadersMr_->desc(),
                        t.region.addrOf(t.headerOffset(slot)), t.region.key,
                        ImmData::encodeSlot(rank_, slot, 2, ImmKind::kLanding), &piece)) {
       ++eagains_;

@@ -35,7 +35,7 @@ bool ProxyImpl::sendCredits() {
     auto [src, slot] = creditsDue_.front();
     auto piece = std::make_unique<Piece>();
     const RemoteRegion& r = peerSignals_[src];
-    if (!fabric_.write(src, nullptr, 0, nullptr, r.addrOf(0), r.key,
+    if (!fabric_.write(ep_, src, nullptr, 0, nullptr, r.addrOf(0), r.key,
                        ImmData::encodeSlot(rank_, slot, 1, ImmKind::kCredit), piece.get()))
       break;  // -FI_EAGAIN: the next round retries
     (void)piece.release();  // the completion deletes it

@@ -13,10 +13,11 @@
 
 namespace rmacc::proxy_internal {
 
-ProxyImpl::ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks,
-                     volatile uint64_t* signals, const ProxyOptions& options)
-    : fabric_(fabric), backend_(backend), rank_(rank), nRanks_(nRanks), signals_(signals),
-      layout_{nRanks}, timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll),
+ProxyImpl::ProxyImpl(Fabric& fabric, int ep, Backend& backend, int rank, int nRanks,
+                     volatile uint64_t* signals, std::mutex* signalLock,
+                     const ProxyOptions& options)
+    : fabric_(fabric), ep_(ep), backend_(backend), rank_(rank), nRanks_(nRanks),
+      signals_(signals), signalLock_(signalLock), layout_{nRanks}, timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll),
       trace_(options.trace), ordered_(fabric.orderedWrites()),
       localReg_(fabric.needsLocalRegistration()), iovLimit_(fabric.iovLimit()),
       pacer_(options.paceBytesPerSecond), landingSources_(nRanks) {
@@ -97,7 +98,8 @@ void ProxyImpl::kick() {
   (void)rc;  // EAGAIN: the counter is already non-zero, the proxy will wake anyway
 }
 
-ProxyQueue* ProxyImpl::createQueue() {
+ProxyQueue* ProxyImpl::createQueue(int thread) {
+  RMACC_ARG_CHECK(thread == 0, "queue of proxy thread %d; this proxy has one", thread);
   std::lock_guard<std::mutex> lock(queuesMutex_);
   if (slabUsed_ == kQueuesPerSlab) {
     slabs_.push_back(backend_.allocateHostVisible(kQueuesPerSlab * 2 * kWordStride * 8));
@@ -157,7 +159,20 @@ std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, in
   RMACC_ARG_CHECK(rank >= 0 && rank < nRanks, "proxy for rank %d of %d", rank, nRanks);
   RMACC_ARG_CHECK(signals != nullptr, "proxy without a signal array");
   RMACC_ARG_CHECK(options.timeoutS > 0, "proxy timeout must be positive");
-  return std::make_unique<proxy_internal::ProxyImpl>(fabric, backend, rank, nRanks, signals, options);
+  const int threads = options.threads == 0 ? fabric.endpoints() : options.threads;
+  RMACC_ARG_CHECK(threads >= 1 && threads <= fabric.endpoints(),
+                  "%d proxy threads on a fabric of %d endpoints", threads, fabric.endpoints());
+  if (threads == 1)
+    return std::make_unique<proxy_internal::ProxyImpl>(fabric, 0, backend, rank, nRanks, signals,
+                                                       nullptr, options);
+  return std::make_unique<proxy_internal::ProxyGroup>(fabric, threads, backend, rank, nRanks,
+                                                      signals, options);
+}
+
+int defaultProxyThreads(int nodes) { return std::clamp((nodes - 1 + 7) / 8, 1, 4); }
+
+int proxyThreadOf(int nodeA, int nodeB, int threads) {
+  return threads <= 1 ? 0 : (nodeA + nodeB) % threads;
 }
 
 }  // namespace rmacc

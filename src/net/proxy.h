@@ -73,8 +73,14 @@ class ProxyQueue {
 class Proxy {
  public:
   virtual ~Proxy() = default;
-  // A new queue; valid until the proxy is destroyed.
-  virtual ProxyQueue* createQueue() = 0;
+  // Proxy threads, one per fabric endpoint, issuing side by side (RMACC_PROXY_THREADS).
+  virtual int threads() const = 0;
+  // A new queue served by proxy thread `thread` (0 <= thread < threads()); valid until the
+  // proxy is destroyed. A put goes out through the endpoint of its queue's thread and lands
+  // on the peer's endpoint of the same index: the caller picks the thread by pair
+  // (proxyThreadOf) so that the two ranks agree, and landing puts on thread 0 (below).
+  virtual ProxyQueue* createQueue(int thread) = 0;
+  ProxyQueue* createQueue() { return createQueue(0); }
   // Puts larger than this go out as several pieces (RMACC_MAX_PUT_BYTES, the provider's limit).
   virtual size_t maxPieceBytes() const = 0;
   // Whether a put's source must be registered (FI_MR_LOCAL: verbs, efa): a put without
@@ -102,7 +108,8 @@ class Proxy {
   virtual void setErrorHandler(std::function<void(rmaccResult_t, const std::string&)> fn) = 0;
   // Makes this rank a landing target: the proxy copies chunks that arrive in `zone` into place
   // and returns their slots through zero-byte writes to `peerSignals[src]` (every rank's
-  // signal region). Once; `zone` must outlive the proxy.
+  // signal region). Once; `zone` must outlive the proxy. Landing traffic (chunks, headers,
+  // slot credits) is thread 0's alone: landing puts must be posted to its queues.
   virtual void attachLanding(LandingZone* zone, std::vector<RemoteRegion> peerSignals) = 0;
 };
 
@@ -112,6 +119,8 @@ class Proxy {
 // maxPieceBytes (1 GiB; lower in tests) are split; the receiving proxy counts the signal once every
 // piece has landed. RMACC_MAX_PUT_BYTES is the planner's, not applied here a second time.
 struct ProxyOptions {
+  // Proxy threads, each driving the fabric endpoint of its index; 0: one per endpoint.
+  int threads = 0;
   size_t maxPieceBytes = 1ull << 30;  // larger puts are split into pieces
   double timeoutS = 300;            // a put making no progress this long fails the proxy
   bool eagerPoll = false;           // poll without sleeping while puts are pending (proxy_backoff.h)
@@ -122,7 +131,20 @@ struct ProxyOptions {
   // RMACC_TRACE_FILE shows the network hops beside the stream ops. Times in µs, CLOCK_MONOTONIC.
   std::function<void(const char* name, int peer, uint64_t bytes, double startUs, double durUs)> trace;
 };
+// One proxy thread per endpoint of `fabric` (or the first ProxyOptions::threads). With several,
+// incoming data from one peer may land on any of them, so signal increments take a lock they
+// share.
 std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, int nRanks,
                                   volatile uint64_t* signals, const ProxyOptions& options);
+
+// The proxy thread that carries puts between ranks `a` and `b` (either way round, so that both
+// ranks agree) when each runs `threads`: by their nodes' sum, which spreads a rank's rail
+// peers, one per other node, evenly over the threads.
+int proxyThreadOf(int nodeA, int nodeB, int threads);
+
+// RMACC_PROXY_THREADS=0 on `nodes` nodes: one thread per 8 other nodes, 1 to 4. At about
+// 2 µs of proxy time per write, one thread keeps a 50 GB/s rail busy at 16 MiB a rank until its
+// rank writes to about 16 other nodes (bench/RESULTS.md §28, rmacc-sim).
+int defaultProxyThreads(int nodes);
 
 }  // namespace rmacc

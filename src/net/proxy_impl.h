@@ -8,6 +8,7 @@
 //   landing_source.cc  a landing put's writes (chunk, then header) into a peer's zone
 //   landing_target.cc  this rank's zone: finished copies become credits and signals
 //   proxy_teardown.cc  flush, drain and stop
+//   proxy_group.cc     several proxy threads, one per fabric endpoint, as one Proxy
 //
 // Thread ownership: Queue::posted_ is shared (its mutex); everything else below the "proxy
 // thread only" lines is touched by the proxy thread alone, except in the destructor after the
@@ -136,11 +137,14 @@ struct LandingSource {
 class ProxyImpl final : public Proxy {
  public:
   // Starts the proxy thread (proxy.cc).
-  ProxyImpl(Fabric& fabric, Backend& backend, int rank, int nRanks, volatile uint64_t* signals,
-            const ProxyOptions& options);
+  // Drives endpoint `ep` of `fabric`. `signalLock`: shared by the proxies of one rank when
+  // there are several (null: this one is the only writer of `signals`).
+  ProxyImpl(Fabric& fabric, int ep, Backend& backend, int rank, int nRanks,
+            volatile uint64_t* signals, std::mutex* signalLock, const ProxyOptions& options);
   ~ProxyImpl() override;
 
-  ProxyQueue* createQueue() override;
+  int threads() const override { return 1; }
+  ProxyQueue* createQueue(int thread) override;
   size_t maxPieceBytes() const override { return pieceMax_; }
   bool needsSourceRegistration() const override { return localReg_; }
   uint64_t sourceRegistrations() const override {
@@ -215,10 +219,12 @@ class ProxyImpl final : public Proxy {
   }
 
   Fabric& fabric_;
+  const int ep_;  // the fabric endpoint this proxy thread drives
   Backend& backend_;
   const int rank_;
   const int nRanks_;
   volatile uint64_t* const signals_;
+  std::mutex* const signalLock_;
   const SignalLayout layout_;
   const double timeoutS_;
   const bool eagerPoll_;
@@ -274,6 +280,43 @@ class ProxyImpl final : public Proxy {
   std::unique_ptr<MemoryRegion> landingHeadersMr_;
 
   std::thread thread_;  // last: starts after every member above exists
+};
+
+// Several proxy threads: one ProxyImpl (thread) per fabric endpoint, sharing
+// the signal array under one lock. Errors are the communicator's: the first thread to fail
+// stops the others (abort) and reports once through the handler.
+class ProxyGroup final : public Proxy {
+ public:
+  // Threads 0 .. threads - 1 drive the fabric's endpoints of those indices.
+  ProxyGroup(Fabric& fabric, int threads, Backend& backend, int rank, int nRanks,
+             volatile uint64_t* signals, const ProxyOptions& options);
+  ~ProxyGroup() override;
+
+  int threads() const override { return (int)threads_.size(); }
+  ProxyQueue* createQueue(int thread) override;
+  size_t maxPieceBytes() const override { return threads_[0]->maxPieceBytes(); }
+  bool needsSourceRegistration() const override { return threads_[0]->needsSourceRegistration(); }
+  uint64_t sourceRegistrations() const override;
+  uint64_t proxyThreadAllocations() const override;
+  std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) override {
+    return threads_[0]->registerMemory(ptr, bytes);  // the domain's: valid on every endpoint
+  }
+  rmaccResult_t error(std::string* text) const override;
+  void abort() override;
+  void flush() override;
+  void setErrorHandler(std::function<void(rmaccResult_t, const std::string&)> fn) override;
+  void attachLanding(LandingZone* zone, std::vector<RemoteRegion> peerSignals) override {
+    threads_[0]->attachLanding(zone, std::move(peerSignals));
+  }
+
+ private:
+  void failed(int thread, rmaccResult_t code, const std::string& text);
+
+  std::mutex signalLock_;
+  mutable std::mutex errorMutex_;
+  int firstFailed_ = -1;  // the thread whose error is the group's
+  std::function<void(rmaccResult_t, const std::string&)> errorHandler_;
+  std::vector<std::unique_ptr<ProxyImpl>> threads_;  // last: they use the members above
 };
 
 }  // namespace rmacc::proxy_internal

@@ -151,7 +151,7 @@ bool ProxyImpl::issueGatherPiece(InFlight& f) {
   Piece& piece = f.pieces[i];
   piece.put = &f;
   const uint64_t remote = f.put.dst.addrOf(f.put.dstOffset + span.at);
-  return posted(f, fabric_.writev(f.put.peer, iov, n, remote, f.put.dst.key,
+  return posted(f, fabric_.writev(ep_, f.put.peer, iov, n, remote, f.put.dst.key,
                                   pieceData(f, rank_, i), &piece));
 }
 
@@ -176,7 +176,7 @@ bool ProxyImpl::issuePiece(InFlight& f) {
   Piece& piece = f.pieces[i];
   piece.put = &f;
   uint64_t remote = f.put.dst.addrOf(f.put.dstOffset + offset);
-  return posted(f, fabric_.write(f.put.peer, src, len, f.desc, remote, f.put.dst.key, data, &piece));
+  return posted(f, fabric_.write(ep_, f.put.peer, src, len, f.desc, remote, f.put.dst.key, data, &piece));
 }
 
 }  // namespace rmacc::proxy_internal

@@ -55,10 +55,10 @@ void ProxyImpl::run() {
 
 // Sleeps up to `seconds`; returns true when kick() or the network cut the sleep short.
 bool ProxyImpl::sleepFor(double seconds) {
-  pollfd fds[2] = {{kickFd_, POLLIN, 0}, {fabric_.waitFd(), POLLIN, 0}};
+  pollfd fds[2] = {{kickFd_, POLLIN, 0}, {fabric_.waitFd(ep_), POLLIN, 0}};
   // Block on the CQ too only when the provider says nothing is pending (fi_trywait); else
   // a timed sleep, as for providers without a wait object.
-  nfds_t n = fds[1].fd >= 0 && fabric_.readyToBlock() ? 2 : 1;
+  nfds_t n = fds[1].fd >= 0 && fabric_.readyToBlock(ep_) ? 2 : 1;
   timespec ts{(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
   int rc = ppoll(fds, n, &ts, nullptr);
   if (rc <= 0) return false;  // timed out (or EINTR: the next round looks anyway)
@@ -99,11 +99,11 @@ bool ProxyImpl::pollCompletions() {
   for (;;) {
     size_t n;
     try {
-      n = fabric_.poll(c, 32);
+      n = fabric_.poll(ep_, c, 32);
     } catch (const Error& e) {
       // Name the peer when the failed entry was one of our pieces. The provider gave its
       // context back, so it no longer counts as outstanding (drain need not leak it).
-      auto* piece = (Piece*)fabric_.lastErrorContext();
+      auto* piece = (Piece*)fabric_.lastErrorContext(ep_);
       if (!piece) throw;
       --outstanding_;
       if (!piece->put) {
@@ -163,7 +163,10 @@ void ProxyImpl::onRemoteData(uint32_t data) {
 void ProxyImpl::raiseSignal(size_t slot, uint32_t fired, int src) {
   if (fired == 0) return;
   if (trace_) trace_("net recv", src, 0, monotonicSeconds() * 1e6, 0);
-  // The proxy is the only writer of its signal slots, so read-modify-write is race-free.
+  // Read-modify-write: race-free while this proxy is the slots' only writer, else under the
+  // lock that the rank's proxy threads share.
+  std::unique_lock<std::mutex> lock;
+  if (signalLock_) lock = std::unique_lock<std::mutex>(*signalLock_);
   uint64_t value = os::loadAcquire(&signals_[slot]) + fired;
   backend_.hostWrite(&signals_[slot], value);
 }

@@ -169,6 +169,15 @@ struct Options {
   // free, and that writer waits for it among its completion waits: its first steps of the next
   // call then wait for nothing (releasedHere). The library sets 17 (plan_build.h).
   int releaseRelayUpTo = 0;
+  // Joined forwards (RESULTS §28) of chunks below this many bytes (0: never): where a relay
+  // has several steps at one position (small rounds sharing it), each of such chunks, each
+  // step's forwards also wait for the other steps' chunks and each step's credit for all of
+  // their forwards, so that the relay's copy stream runs them as one batch of copies and one
+  // of signal writes, a write per receiver (the executor merges writes to one signal in a
+  // batch), instead of a batch per step. Small chunks only: a step's batch costs the stream
+  // about as much as a few hundred KiB take on the wire, and larger ones only wait longer
+  // for their forwards and credits. The library sets libraryJoinForwardsBelow().
+  uint64_t joinForwardsBelow = 0;
 };
 
 // Rounds per batch that `options` allows: roundsPerBatch capped at creditWindow(options) / 2,

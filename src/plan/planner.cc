@@ -53,6 +53,8 @@ struct Payload {
 struct Step {
   int writer;
   int pos;
+  uint64_t bytes;  // of the chunk
+  int data;        // the relay's wait for it
   std::vector<int> forwards;
 };
 
@@ -82,6 +84,7 @@ class Planner {
   // Chunk c of payload p (in round k) at pipeline position pos.
   void addChunk(int relay, int k, const Payload& p, uint64_t c, int pos);
   void addDirect(int src, int k);
+  void joinForwards(int relay);
   void addCredits(int relay);
   void addRelease(int relay);
   void addReleaseWaits(int writer);
@@ -311,7 +314,7 @@ void Planner::addChunk(int relay, int k, const Payload& p, uint64_t c, int pos) 
                        waitOp(Lane::kProxyWait, w, kPlanCtxColl, kSigRelay,
                               pieceCount(hi - lo, opt_.maxPutBytes)),
                        pos + 1, kPhaseRelayWait);
-  Step step{w, pos, {}};
+  Step step{w, pos, hi - lo, data, {}};
   for (const Block& b : p.blocks) {
     const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
     if (segLo >= segHi) continue;
@@ -340,6 +343,29 @@ void Planner::addDirect(int src, int k) {
               kPlanCtxColl, kSigData, depsOf({entry})),
         pos, kPhasePut);
     noteData(d, src, pos);
+  });
+}
+
+// Where small rounds share a position (roundsPerBatch), a relay has several steps there; each
+// step's forwards also wait for the others' chunks, and each step's credit for all of their
+// forwards (forEachJoinedGroup), so that the relay's copy stream takes them as one batch of
+// copies and then signal writes, one write per receiver (the executor merges writes to one
+// signal in a batch), instead of a batch per step: from 64 nodes at 16 MiB a rank the signal
+// writes of a batch per step, not the wire, bounded the call (RESULTS §28). The chunks of one
+// position arrive together anyway (the writers' puts share the relay's NIC).
+void Planner::joinForwards(int relay) {
+  auto& steps = relaySteps_[relay];
+  forEachJoinedGroup(steps.size(), opt_, [&](size_t s) { return steps[s].pos; },
+                     [&](size_t s) { return steps[s].bytes; },
+                     [&](size_t from, size_t to) {
+    std::vector<int> all;
+    for (size_t s = from; s < to; ++s) {
+      all.insert(all.end(), steps[s].forwards.begin(), steps[s].forwards.end());
+      for (int f : steps[s].forwards)
+        for (size_t o = from; o < to; ++o)
+          if (o != s) drafts_[relay][f].op.deps.push_back(steps[o].data);
+    }
+    for (size_t s = from; s < to; ++s) steps[s].forwards = all;
   });
 }
 
@@ -457,6 +483,7 @@ Plan Planner::run() {
   }
   bool anyRelay = false;
   for (int r = 0; r < n_; ++r) {
+    joinForwards(r);
     addCredits(r);
     anyRelay = anyRelay || !relaySteps_[r].empty();
   }

@@ -34,6 +34,8 @@ struct Scratch {
   struct Step {
     int writer, pos;
     int fwdAt, fwdCount;  // its forward ops (draft ids) in `forwards`
+    int data;             // the relay's wait for the chunk
+    uint64_t bytes;       // of the chunk
   };
   std::vector<Draft> drafts;
   std::vector<int> deps, forwards, where, order, bucket;
@@ -90,6 +92,7 @@ class RankPlanner {
   void addRelayChunks(int k);
   void addRelayWriter(int k, int m, int& pos);
   void addDirect(int k);
+  void joinForwards();
   void addCredits();
   void addFinalWaits();
   void addRelease();
@@ -334,7 +337,7 @@ void RankPlanner::addRelayWriter(int k, int m, int& pos) {
     const int data = add(waitOp(Lane::kProxyWait, w, kPlanCtxColl, kSigRelay,
                                 pieceCount(hi - lo, opt_.maxPutBytes)),
                          pos + 1, kPhaseRelayWait);
-    Scratch::Step step{w, pos, (int)s_.forwards.size(), 0};
+    Scratch::Step step{w, pos, (int)s_.forwards.size(), 0, data, hi - lo};
     for (const Block& b : blocks) {
       const uint64_t segLo = std::max(lo, b.start), segHi = std::min(hi, b.start + b.len);
       if (segLo >= segHi) continue;
@@ -358,6 +361,28 @@ void RankPlanner::addDirect(int k) {
     add(putOp(Lane::kProxyPut, d, {Region::kSend, d, off}, {Region::kRecv, me_, off}, len,
               kPlanCtxColl, kSigData, {}),
         pos, kPhasePut, {entry});
+  });
+}
+
+// As planner.cc joinForwards, for this rank's steps: a joined forward's deps move to the end
+// of `deps` with the group's other data waits after them; each step's forwards become the
+// group's (contiguous: the group's steps are).
+void RankPlanner::joinForwards() {
+  forEachJoinedGroup(steps_.size(), opt_, [&](size_t s) { return steps_[s].pos; },
+                     [&](size_t s) { return steps_[s].bytes; }, [&](size_t from, size_t to) {
+    for (size_t s = from; s < to; ++s)
+      for (int f = 0; f < steps_[s].fwdCount; ++f) {
+        Scratch::Draft& d = drafts_[s_.forwards[steps_[s].fwdAt + f]];
+        const int at = (int)s_.deps.size();
+        for (int k = 0; k < d.depCount; ++k) s_.deps.push_back(s_.deps[d.depAt + k]);
+        for (size_t o = from; o < to; ++o)
+          if (o != s) s_.deps.push_back(steps_[o].data);
+        d.depAt = at;
+        d.depCount = (int)s_.deps.size() - at;
+      }
+    const int fwdAt = steps_[from].fwdAt;
+    const int fwdCount = steps_[to - 1].fwdAt + steps_[to - 1].fwdCount - fwdAt;
+    for (size_t s = from; s < to; ++s) steps_[s].fwdAt = fwdAt, steps_[s].fwdCount = fwdCount;
   });
 }
 
@@ -493,6 +518,7 @@ void RankPlanner::run(RankPlanResult& out) {
     if (L_ > 1) addRelayChunks(k);
     addDirect(k);
   }
+  joinForwards();
   addCredits();
   addFinalWaits();
   addRelease();

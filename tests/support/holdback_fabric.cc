@@ -12,17 +12,17 @@ constexpr size_t kHoldCount = 16;
 constexpr auto kHoldTime = std::chrono::milliseconds(2);
 }  // namespace
 
-bool HoldBackFabric::write(int peer, const void* src, size_t bytes, void* localDesc,
+bool HoldBackFabric::write(int ep, int peer, const void* src, size_t bytes, void* localDesc,
                            uint64_t remoteAddr, uint64_t key, uint32_t data, void* context) {
   return track(peer, data, context, [&] {
-    return Fabric::write(peer, src, bytes, localDesc, remoteAddr, key, data, context);
+    return Fabric::write(ep, peer, src, bytes, localDesc, remoteAddr, key, data, context);
   });
 }
 
-bool HoldBackFabric::writev(int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr,
-                            uint64_t key, uint32_t data, void* context) {
+bool HoldBackFabric::writev(int ep, int peer, const FabricIov* iov, size_t count,
+                            uint64_t remoteAddr, uint64_t key, uint32_t data, void* context) {
   if (!track(peer, data, context, [&] {
-        return Fabric::writev(peer, iov, count, remoteAddr, key, data, context);
+        return Fabric::writev(ep, peer, iov, count, remoteAddr, key, data, context);
       }))
     return false;
   if (count > 1) ++gathers_;
@@ -49,10 +49,10 @@ bool HoldBackFabric::track(int peer, uint32_t data, void* context,
   return true;
 }
 
-size_t HoldBackFabric::poll(Completion* out, size_t max) {
+size_t HoldBackFabric::poll(int ep, Completion* out, size_t max) {
   size_t n = 0;
   Completion got[32];
-  size_t m = Fabric::poll(got, std::min<size_t>(max, 32));
+  size_t m = Fabric::poll(ep, got, std::min<size_t>(max, 32));
   for (size_t i = 0; i < m; ++i) {
     if (got[i].kind == Completion::kRemoteData) {
       out[n++] = got[i];

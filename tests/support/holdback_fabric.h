@@ -28,12 +28,13 @@ class HoldBackFabric final : public Fabric {
   HoldBackFabric(const std::string& provider, const FabricOptions& options)
       : Fabric(provider, options) {}
 
-  bool write(int peer, const void* src, size_t bytes, void* localDesc, uint64_t remoteAddr,
-             uint64_t key, uint32_t data, void* context) override;
-  bool writev(int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr, uint64_t key,
-              uint32_t data, void* context) override;
-  size_t poll(Completion* out, size_t max) override;
-  bool readyToBlock() override { return held_.empty() && Fabric::readyToBlock(); }
+  // One endpoint (the proxy thread's): its state below is not per endpoint.
+  bool write(int ep, int peer, const void* src, size_t bytes, void* localDesc,
+             uint64_t remoteAddr, uint64_t key, uint32_t data, void* context) override;
+  bool writev(int ep, int peer, const FabricIov* iov, size_t count, uint64_t remoteAddr,
+              uint64_t key, uint32_t data, void* context) override;
+  size_t poll(int ep, Completion* out, size_t max) override;
+  bool readyToBlock(int ep) override { return held_.empty() && Fabric::readyToBlock(ep); }
 
   // Read by the test thread once the proxy is quiet.
   uint64_t violations() const { return violations_.load(); }

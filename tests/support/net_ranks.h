@@ -104,10 +104,12 @@ struct PeerInfo {
   std::vector<RemoteRegion> regions;
 };
 
+// Every rank's address of endpoint `ep` and its region. The board is free for the next
+// exchange once this returns on every rank (the trailing barrier).
 inline PeerInfo exchange(const RankContext& c, const Fabric& fabric, RemoteRegion mine,
-                  const std::function<void()>& idle = {}) {
+                  const std::function<void()>& idle = {}, int ep = 0) {
   Board* b = boardOf(c);
-  std::vector<char> a = fabric.address();
+  std::vector<char> a = fabric.address(ep);
   EXPECT_LE(a.size(), sizeof(b->addr[0]));
   memcpy(b->addr[c.rank], a.data(), a.size());
   b->addrLen[c.rank] = (uint32_t)a.size();
@@ -119,6 +121,7 @@ inline PeerInfo exchange(const RankContext& c, const Fabric& fabric, RemoteRegio
     p.addrs.emplace_back(b->addr[r], b->addr[r] + b->addrLen[r]);
     p.regions.push_back(b->region[r]);
   }
+  barrier(b, c.nRanks, idle);
   return p;
 }
 
@@ -138,7 +141,7 @@ struct Pump {
   std::deque<Completion> got;
   void progress() {
     Completion c[16];
-    size_t n = fabric.poll(c, 16);
+    size_t n = fabric.poll(0, c, 16);
     got.insert(got.end(), c, c + n);
     if (n == 0) usleep(20);
   }
@@ -195,6 +198,8 @@ struct ProxyRank {
     windowMr = fabric->registerMemory(window->ptr(), window->size());
     peers = exchange(c, *fabric, windowMr->remote());
     fabric->insertPeers(peers.addrs);
+    for (int ep = 1; ep < fabric->endpoints(); ++ep)  // FabricOptions::endpoints: one a thread
+      fabric->insertPeers(ep, exchange(c, *fabric, windowMr->remote(), {}, ep).addrs);
     ProxyOptions po;
     po.maxPieceBytes = maxPutBytes;
     po.timeoutS = timeoutS;

@@ -48,9 +48,9 @@ void Cluster::validate() const {
                       enqueueMemopItemUs >= 0,
                   "per-op costs and latencies must be >= 0");
   RMACC_ARG_CHECK(nicQueues >= 1 && ceConcurrent >= 1 && ceStreams >= 1 && iovLimit >= 1 &&
-                      proxyThreads >= 1,
-                  "NIC queues, concurrent copies, CE streams, the iov limit and proxy threads "
-                  "must be >= 1");
+                      proxyThreads >= 0,
+                  "NIC queues, concurrent copies, CE streams and the iov limit must be >= 1, "
+                  "proxy threads >= 0");
 }
 
 Cluster preset(const std::string& name) {

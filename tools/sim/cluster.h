@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "net/proxy.h"
+
 namespace rmacc::sim {
 
 struct Cluster {
@@ -69,10 +71,13 @@ struct Cluster {
   double memopUs = 1;
   double eventUs = 1;
   double proxyOpUs = 2;
-  // Proxy threads per rank, each taking the next write in turn. The library runs one
-  // (src/net/proxy.h); more is a design option the model prices (RESULTS §27: from 32 nodes
-  // one thread at proxyOpUs per write bounds uniform 16 MiB for any schedule, §18.1).
-  int proxyThreads = 1;
+  // Proxy threads per rank (RMACC_PROXY_THREADS; 0: the library's default for the node
+  // count, defaultProxyThreads). As in the library, the writes between two ranks go through
+  // one thread at each end, proxyThreadOf(their nodes).
+  int proxyThreads = 0;
+  int proxyThreadsResolved() const {
+    return proxyThreads > 0 ? proxyThreads : defaultProxyThreads(nodes);
+  }
   double signalLatencyUs = 4.8;
   // Batches (the executor hands a stream's consecutive CE puts to the backend as one copy batch
   // then one batch of signal writes, and consecutive proxy puts as one ready-flag store):

@@ -47,7 +47,13 @@ Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {
   ce_.assign(n, Server(c.ceConcurrent));
   nic_.assign(n, Server(c.nicQueues));
   queuePairs_.assign(n, QueuePairs(c.nicQueues));
-  proxy_.assign(n, Server(c.proxyThreads));
+  proxyThreads_ = c.proxyThreadsResolved();
+  proxy_.assign((size_t)n * proxyThreads_, Server(1));
+}
+
+Server& Machine::proxy(int rank, int peer) {
+  const int t = proxyThreadOf(rank / c_.gpusPerNode, peer / c_.gpusPerNode, proxyThreads_);
+  return proxy_[(size_t)rank * proxyThreads_ + t];
 }
 
 void QueuePairs::submit(int peer, Server::Job job) {

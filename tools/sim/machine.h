@@ -53,7 +53,8 @@ class Machine {
   Server& ce(int gpu) { return ce_[gpu]; }
   // Queues a message from `gpu` to `peer` on gpu's NIC (Cluster::nicQueuePerPeer says how).
   void sendOnNic(int gpu, int peer, Server::Job job);
-  Server& proxy(int rank) { return proxy_[rank]; }
+  // The proxy thread of `rank` that carries its writes to and from `peer`.
+  Server& proxy(int rank, int peer);
 
  private:
   struct Gpu {
@@ -62,6 +63,7 @@ class Machine {
   const Cluster& c_;
   std::vector<Gpu> gpu_;
   int fabric_ = -1;
+  int proxyThreads_ = 1;
   std::vector<Server> ce_, nic_, proxy_;
   std::vector<QueuePairs> queuePairs_;
 };

@@ -27,8 +27,8 @@ const char* kUsage =
     "          2, not paced on h200-loopback)\n"
     "          --ce GBPS  --ce-copies K  --local-copy GBPS  --pcie GBPS\n"
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
-    "          --proxy-threads K (proxy threads per rank, each taking the next write; the\n"
-    "          library runs 1: a design option)\n"
+    "          --proxy-threads K (RMACC_PROXY_THREADS; 0, the default: the library's\n"
+    "          choice for the node count; a pair of ranks talks through one thread)\n"
     "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
     "          --ce-streams K\n"
     "host:     --host-us US  --exchange-us-per-node US  --plan-us-per-op US\n"
@@ -53,6 +53,9 @@ const char* kUsage =
     "          --release-up-to N (Options::releaseRelayUpTo: relays release their next call's\n"
     "          first slots at the end of each call on up to N nodes; 0: never; default the\n"
     "          library's, 17)\n"
+    "          --join-forwards-below SIZE (Options::joinForwardsBelow: a relay's steps at\n"
+    "          one position with smaller chunks forward as one batch; 0: never; default\n"
+    "          the library's, 384K)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -93,6 +96,7 @@ SimOptions parseOptions(int argc, char** argv) {
   o.planner.minChunksPerRound = -1;  // the library's for the node count, unless --min-chunks
   o.planner.lastRoundMinChunks = -1;  // the library's, unless --last-chunks
   o.planner.releaseRelayUpTo = plan::libraryReleaseRelayUpTo();
+  o.planner.joinForwardsBelow = plan::libraryJoinForwardsBelow();
   o.planner.lastRoundMinChunkBytes = ~0ull;  // the library's, unless --last-chunk-bytes
   Cluster& c = o.cluster;
   MoeRouter& m = o.traffic.moe;
@@ -102,6 +106,7 @@ SimOptions parseOptions(int argc, char** argv) {
   const std::map<std::string, Setter> withValue = {
       {"--preset", [&](auto&, auto v) { c = preset(v); }},
       {"--release-up-to", [&](auto& k, auto v) { o.planner.releaseRelayUpTo = integer(k, v, 0, 4096); }},
+      {"--join-forwards-below", [&](auto& k, auto v) { o.planner.joinForwardsBelow = size(k, v); }},
       {"--nodes", [&](auto& k, auto v) { c.nodes = integer(k, v, 1, 4096); }},
       {"--gpus", [&](auto& k, auto v) { c.gpusPerNode = integer(k, v, 1, 64); }},
       {"--nic", [&](auto& k, auto v) { c.nicGBps = number(k, v); }},
@@ -121,7 +126,7 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--iov-limit", [&](auto& k, auto v) { c.iovLimit = (int)number(k, v); }},
       {"--event", [&](auto& k, auto v) { c.eventUs = number(k, v); }},
       {"--proxy-op", [&](auto& k, auto v) { c.proxyOpUs = number(k, v); }},
-      {"--proxy-threads", [&](auto& k, auto v) { c.proxyThreads = integer(k, v, 1, 64); }},
+      {"--proxy-threads", [&](auto& k, auto v) { c.proxyThreads = integer(k, v, 0, 16); }},
       {"--signal-latency", [&](auto& k, auto v) { c.signalLatencyUs = number(k, v); }},
       {"--ce-streams", [&](auto& k, auto v) { c.ceStreams = integer(k, v, 1, 64); }},
       {"--host-us", [&](auto& k, auto v) { c.hostFixedUs = number(k, v); }},

@@ -1,6 +1,8 @@
 #include "runner.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <deque>
 #include <memory>
 #include <unordered_map>
@@ -427,17 +429,22 @@ void Run::startCeCall(int r, int g) {
   });
 }
 
-// The signal writes of a CE call, one memory-op batch (a local copy has none).
+// The signal writes of a CE call, one memory-op batch (a local copy has none). Puts of the
+// call to one signal of one peer share one write, at the first one's place, of the last one's
+// value (src/exec/executor.cc batchOp): their copies all ran before any signal of the call.
 void Run::writeSignals(int r, int g) {
   double t = fluid_.now();
   int k = 0;
+  std::map<std::tuple<int, int, int>, double> written;  // (peer, ctx, sig) -> when
   for (int i : ranks_[r].groups[g]) {
-    if (plan_.ranks[r].ops[i].kind == OpKind::kCopy) {
+    const Op& op = plan_.ranks[r].ops[i];
+    if (op.kind == OpKind::kCopy) {
       finish(r, i);
       continue;
     }
-    t += k++ == 0 ? c_.memopUs : c_.memopBatchItemUs;
-    fluid_.at(t, [this, r, i] {
+    auto [at, fresh] = written.emplace(std::make_tuple(op.peer, op.ctx, op.sigIdx), 0.0);
+    if (fresh) at->second = t += k++ == 0 ? c_.memopUs : c_.memopBatchItemUs;
+    fluid_.at(at->second, [this, r, i] {
       finish(r, i);
       fluid_.at(fluid_.now() + c_.signalLatencyUs, [this, r, i] {
         const Op& op = plan_.ranks[r].ops[i];
@@ -486,7 +493,7 @@ double Run::proxyWork(int at, int r, int i) {
 // A posted proxy put: the proxy issues its writes, the NIC moves it, the target's proxy takes
 // each write's completion and applies the signal.
 void Run::sendPut(int r, int i) {
-  machine_.proxy(r).submit([this, r, i](std::function<void()> releaseProxy) {
+  machine_.proxy(r, plan_.ranks[r].ops[i].peer).submit([this, r, i](std::function<void()> releaseProxy) {
     fluid_.at(fluid_.now() + proxyWork(r, r, i), [this, r, i, releaseProxy] {
       releaseProxy();
       const Op& op = plan_.ranks[r].ops[i];
@@ -499,7 +506,7 @@ void Run::sendPut(int r, int i) {
           fluid_.at(fluid_.now() + c_.netLatencyUs, [this, r, i] {
             const Op& op = plan_.ranks[r].ops[i];
             if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
-            machine_.proxy(op.peer).submit([this, r, i](std::function<void()> release) {
+            machine_.proxy(op.peer, r).submit([this, r, i](std::function<void()> release) {
               fluid_.at(fluid_.now() + proxyWork(plan_.ranks[r].ops[i].peer, r, i),
                         [this, r, i, release] {
                 release();
