@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "net/nic_pacer.h"
 #include "net/proxy_backoff.h"
@@ -113,6 +115,19 @@ TEST(NicPacerTest, PostsAtTheLineRateInOrder) {
   EXPECT_DOUBLE_EQ(p.waitS(1e-3), 1e-3 - 2e-6);
   p.posted(500, 5e-3);  // after the NIC went idle: from then on
   EXPECT_NEAR(p.waitS(5e-3), 0.5e-3 - 2e-6, 1e-12);
+}
+
+// The proxy threads of a rank share one pacer (ProxyShared): writes posted from several
+// threads at once all count, none is lost from the NIC's estimate.
+TEST(NicPacerTest, ThreadsSharingOnePacerLoseNoWrite) {
+  NicPacer p(1.0, 0);  // 1 byte a second: the estimate counts the bytes
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20000; ++i) p.posted(1, 0);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_DOUBLE_EQ(p.readyAt(), 80000.0);
 }
 
 // ------------------------------------------------------------------------- fabric tier

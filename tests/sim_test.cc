@@ -332,7 +332,7 @@ double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: th
   c.hostFixedUs = 0;
   c.enqueueUsPerOp = 0;  // host pacing would hide the drift
   c.paceLeadUs = -1;     // and so would the NIC pacer's: credit windows alone
-  c.proxyThreads = 1;    // and more proxy threads (RMACC_PROXY_THREADS' default from 10 nodes)
+  c.proxyThreads = 1;    // and more proxy threads (RMACC_PROXY_THREADS' default from 4 nodes)
   c.nicQueuePerPeer = c.maxMinSharing = perPeerNic;
   if (!perPeerNic) c.nicQueues = 1;
   Traffic t;

@@ -14,13 +14,14 @@
 namespace rmacc::proxy_internal {
 
 ProxyImpl::ProxyImpl(Fabric& fabric, int ep, Backend& backend, int rank, int nRanks,
-                     volatile uint64_t* signals, std::mutex* signalLock,
+                     volatile uint64_t* signals, ProxyShared* shared,
                      const ProxyOptions& options)
     : fabric_(fabric), ep_(ep), backend_(backend), rank_(rank), nRanks_(nRanks),
-      signals_(signals), signalLock_(signalLock), layout_{nRanks}, timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll),
-      trace_(options.trace), ordered_(fabric.orderedWrites()),
-      localReg_(fabric.needsLocalRegistration()), iovLimit_(fabric.iovLimit()),
-      pacer_(options.paceBytesPerSecond), landingSources_(nRanks) {
+      signals_(signals), signalLock_(shared ? &shared->signalLock : nullptr), layout_{nRanks},
+      timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll), trace_(options.trace),
+      ordered_(fabric.orderedWrites()), localReg_(fabric.needsLocalRegistration()),
+      iovLimit_(fabric.iovLimit()), ownPacer_(options.paceBytesPerSecond),
+      pacer_(shared ? shared->pacer : ownPacer_), landingSources_(nRanks) {
   pieceMax_ = std::min(options.maxPieceBytes, fabric.maxMessageBytes());
   RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
   kickFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -169,7 +170,7 @@ std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, in
                                                       signals, options);
 }
 
-int defaultProxyThreads(int nodes) { return std::clamp((nodes - 1 + 7) / 8, 1, 4); }
+int defaultProxyThreads(int nodes) { return nodes >= 4 ? 4 : 1; }
 
 int proxyThreadOf(int nodeA, int nodeB, int threads) {
   return threads <= 1 ? 0 : (nodeA + nodeB) % threads;

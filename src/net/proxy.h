@@ -142,9 +142,11 @@ std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, in
 // peers, one per other node, evenly over the threads.
 int proxyThreadOf(int nodeA, int nodeB, int threads);
 
-// RMACC_PROXY_THREADS=0 on `nodes` nodes: one thread per 8 other nodes, 1 to 4. At about
-// 2 µs of proxy time per write, one thread keeps a 50 GB/s rail busy at 16 MiB a rank until its
-// rank writes to about 16 other nodes (bench/RESULTS.md §28, rmacc-sim).
+// RMACC_PROXY_THREADS=0 on `nodes` nodes: 4 from 4 nodes, else 1. At about 2 µs of proxy time
+// per write one thread bounds uniform 16 MiB a rank from 32 nodes (0.80 of the bound, 4 threads
+// 0.90); from 4 nodes 4 threads are never worse by more than 0.006 of the bound and gain up to
+// 0.10 at 4 MiB; 3 threads, or 2, lose up to 0.16 at some counts (the pair rule's spread),
+// and on 2 nodes every pair is on one thread anyway (rmacc-sim, bench/RESULTS.md §28).
 int defaultProxyThreads(int nodes);
 
 }  // namespace rmacc

@@ -10,9 +10,10 @@ namespace rmacc::proxy_internal {
 
 ProxyGroup::ProxyGroup(Fabric& fabric, int threads, Backend& backend, int rank, int nRanks,
                        volatile uint64_t* signals, const ProxyOptions& options) {
+  shared_.pacer = NicPacer(options.paceBytesPerSecond);
   for (int t = 0; t < threads; ++t)
     threads_.push_back(std::make_unique<ProxyImpl>(fabric, t, backend, rank, nRanks, signals,
-                                                   &signalLock_, options));
+                                                   &shared_, options));
   // Once all exist: a handler reads threads_.
   for (int t = 0; t < (int)threads_.size(); ++t)
     threads_[t]->setErrorHandler(

@@ -97,6 +97,14 @@ constexpr size_t kMaxPieces = 255;
 
 class ProxyImpl;
 
+// What the proxy threads of a rank share (ProxyGroup): signal increments go through one lock,
+// since a peer's writes may land on any of their endpoints, and data writes through one pacer,
+// since they leave through one NIC.
+struct ProxyShared {
+  std::mutex signalLock;
+  NicPacer pacer;
+};
+
 class Queue final : public ProxyQueue {
  public:
   Queue(ProxyImpl& proxy, volatile uint64_t* ready, volatile uint64_t* done)
@@ -137,10 +145,10 @@ struct LandingSource {
 class ProxyImpl final : public Proxy {
  public:
   // Starts the proxy thread (proxy.cc).
-  // Drives endpoint `ep` of `fabric`. `signalLock`: shared by the proxies of one rank when
-  // there are several (null: this one is the only writer of `signals`).
+  // Drives endpoint `ep` of `fabric`. `shared`: what the proxy threads of one rank share when
+  // there are several (null: this one is the only writer of `signals` and paces alone).
   ProxyImpl(Fabric& fabric, int ep, Backend& backend, int rank, int nRanks,
-            volatile uint64_t* signals, std::mutex* signalLock, const ProxyOptions& options);
+            volatile uint64_t* signals, ProxyShared* shared, const ProxyOptions& options);
   ~ProxyImpl() override;
 
   int threads() const override { return 1; }
@@ -224,7 +232,7 @@ class ProxyImpl final : public Proxy {
   const int rank_;
   const int nRanks_;
   volatile uint64_t* const signals_;
-  std::mutex* const signalLock_;
+  std::mutex* const signalLock_;  // null: no other proxy thread writes signals_
   const SignalLayout layout_;
   const double timeoutS_;
   const bool eagerPoll_;
@@ -233,7 +241,8 @@ class ProxyImpl final : public Proxy {
   const bool localReg_;
   const size_t iovLimit_;
   size_t pieceMax_ = 0;
-  NicPacer pacer_;          // proxy thread only
+  NicPacer ownPacer_;       // unless the rank's threads share one (ProxyShared)
+  NicPacer& pacer_;
   bool pacedHold_ = false;  // this round the pacer held a data write back (proxy thread only)
   std::vector<int> pacedPeers_;  // issueSignalsPastPaced's scratch (proxy thread only)
 
@@ -283,7 +292,7 @@ class ProxyImpl final : public Proxy {
 };
 
 // Several proxy threads: one ProxyImpl (thread) per fabric endpoint, sharing
-// the signal array under one lock. Errors are the communicator's: the first thread to fail
+// the signal array under one lock and one NIC pacer (ProxyShared). Errors are the communicator's: the first thread to fail
 // stops the others (abort) and reports once through the handler.
 class ProxyGroup final : public Proxy {
  public:
@@ -312,7 +321,7 @@ class ProxyGroup final : public Proxy {
  private:
   void failed(int thread, rmaccResult_t code, const std::string& text);
 
-  std::mutex signalLock_;
+  ProxyShared shared_;
   mutable std::mutex errorMutex_;
   int firstFailed_ = -1;  // the thread whose error is the group's
   std::function<void(rmaccResult_t, const std::string&)> errorHandler_;
