@@ -97,6 +97,7 @@ class Comm : public FailureSink {
  private:
   bool eagerProxyPoll() const;  // RMACC_PROXY_POLL, `auto` resolved from the cores we may use
   int wantedProxyThreads() const;  // RMACC_PROXY_THREADS, `0` resolved from the node count
+  int usableProxyThreads() const;  // of the fabric's endpoints: `0` also asks for a real NIC
   void probeGpuDirect();        // RMACC_NET_GDR=auto: may the network touch device memory?
   Comm() = default;
   void init(int nRanks, const rmaccUniqueId& id, int rank);
