@@ -88,8 +88,8 @@ class Proxy {
   virtual bool needsSourceRegistration() const = 0;
   // How many such registrations of put sources the proxy made so far.
   virtual uint64_t sourceRegistrations() const = 0;
-  // Memory the proxy thread allocated or registered for its own use (none is expected: its
-  // rounds must not stall in the driver; tests check it).
+  // Memory the proxy threads allocated or registered for their own use (none is expected:
+  // their rounds must not stall in the driver; tests check it).
   virtual uint64_t proxyThreadAllocations() const = 0;
   // Registers memory remote peers may write into (windows, relay, staging).
   virtual std::unique_ptr<MemoryRegion> registerMemory(void* ptr, size_t bytes) = 0;
@@ -102,7 +102,7 @@ class Proxy {
   // that read no caller memory, so whoever frees their sources (the bounce rings) or the proxy
   // itself calls this first.
   virtual void flush() = 0;
-  // Called once, on the proxy thread, when the first error is recorded (not on abort()): the
+  // Called once, on the proxy thread that records the first error (not on abort()): the
   // communicator uses it to release stream waits (Backend::abort) instead of letting them run
   // into their timeout. Must not call back into the proxy. Set it before posting.
   virtual void setErrorHandler(std::function<void(rmaccResult_t, const std::string&)> fn) = 0;
@@ -113,7 +113,7 @@ class Proxy {
   virtual void attachLanding(LandingZone* zone, std::vector<RemoteRegion> peerSignals) = 0;
 };
 
-// Starts the proxy thread. `signals` (host-visible, SignalLayout{nRanks}) receives the
+// Starts the proxy threads. `signals` (host-visible, SignalLayout{nRanks}) receives the
 // increments for remote sources; signal stores go through backend.hostWrite so that stream
 // waits on the host backend wake up. Puts above the provider's maximum message or
 // maxPieceBytes (1 GiB; lower in tests) are split; the receiving proxy counts the signal once every

@@ -26,6 +26,10 @@ ProxyGroup::ProxyGroup(Fabric& fabric, int threads, Backend& backend, int rank, 
 // progresses its endpoint, so a peer's writes still bound for it could not complete.
 ProxyGroup::~ProxyGroup() {
   for (auto& t : threads_) t->flush();
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    closing_ = true;  // a thread failing from here on must not walk threads_ (failed)
+  }
   threads_.clear();
 }
 
@@ -73,17 +77,18 @@ void ProxyGroup::setErrorHandler(std::function<void(rmaccResult_t, const std::st
 }
 
 // On thread `thread`: the first failure is the group's; the other threads stop issuing (their
-// later waits fail as aborted) and the handler runs once.
+// later waits fail as aborted; abort() only sets flags, so under the lock, which keeps the
+// destructor from taking threads_ apart meanwhile) and the handler runs once.
 void ProxyGroup::failed(int thread, rmaccResult_t code, const std::string& text) {
   std::function<void(rmaccResult_t, const std::string&)> handler;
   {
     std::lock_guard<std::mutex> lock(errorMutex_);
-    if (firstFailed_ >= 0) return;
+    if (firstFailed_ >= 0 || closing_) return;
     firstFailed_ = thread;
     handler = errorHandler_;
+    for (size_t t = 0; t < threads_.size(); ++t)
+      if ((int)t != thread) threads_[t]->abort();
   }
-  for (size_t t = 0; t < threads_.size(); ++t)
-    if ((int)t != thread) threads_[t]->abort();
   if (handler) handler(code, text);
 }
 

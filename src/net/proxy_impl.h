@@ -324,6 +324,7 @@ class ProxyGroup final : public Proxy {
   ProxyShared shared_;
   mutable std::mutex errorMutex_;
   int firstFailed_ = -1;  // the thread whose error is the group's
+  bool closing_ = false;  // the destructor is taking the threads down
   std::function<void(rmaccResult_t, const std::string&)> errorHandler_;
   std::vector<std::unique_ptr<ProxyImpl>> threads_;  // last: they use the members above
 };
