@@ -225,6 +225,9 @@ if has relay; then
   # 3 emulated nodes x 2: relays that release themselves (plan_build.h libraryReleaseRelayUpTo)
   # and signals after the first relay puts (plan_build.h earlySignalPhase).
   perf alltoallv-zipf-3x2 6 3 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
+  # The same with 3 proxy threads a rank (tcp's default is one, Comm::usableProxyThreads): each
+  # pair of ranks on its own thread's endpoint, one pacer and one signal lock shared.
+  RMACC_PROXY_THREADS=3 perf alltoallv-zipf-3x2-threads 6 3 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
   perf alltoallv-zipf-5x1 5 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
   CUDA_DEVICE_MAX_CONNECTIONS=8 perf alltoallv-zipf-5x2 10 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
 fi
