@@ -263,9 +263,14 @@ TEST(SimModel, ProxyThreadsIssueWritesSideBySide) {
         op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigData, 1, {}));
   Cluster c = bare(3, 1);
   c.proxyOpUs = 10;
-  EXPECT_NEAR(simulate(p, c).timeUs, 35, 1e-9);
+  Result one = simulate(p, c);
+  EXPECT_NEAR(one.timeUs, 35, 1e-9);
+  EXPECT_NEAR(one.proxyThreadBusyMaxUs, 20, 1e-9) << "r0's thread issues both";
   c.proxyThreads = 2;
-  EXPECT_NEAR(simulate(p, c).timeUs, 25, 1e-9);
+  Result two = simulate(p, c);
+  EXPECT_NEAR(two.timeUs, 25, 1e-9);
+  EXPECT_NEAR(two.proxyBusyMaxUs, 20, 1e-9);
+  EXPECT_NEAR(two.proxyThreadBusyMaxUs, 10, 1e-9) << "one write on each of r0's threads";
 
   plan::Plan five = flatPlan(5);
   five.ranks[0].ops = {dataPut(2, 0), dataPut(4, 0)};
@@ -276,6 +281,31 @@ TEST(SimModel, ProxyThreadsIssueWritesSideBySide) {
   c5.proxyOpUs = 10;
   c5.proxyThreads = 2;
   EXPECT_NEAR(simulate(five, c5).timeUs, 35, 1e-9);
+  EXPECT_NEAR(simulate(five, c5).proxyThreadBusyMaxUs, 20, 1e-9);
+}
+
+// The proxy's ceiling (Result::proxyCeiling): r0 puts 1,000 bytes to each of r1 and r2 at
+// 1,000 bytes per µs, so the traffic's bound is 2 µs. At 1 µs per write its one thread needs
+// 2 µs: no limit. At 5 µs it needs 10: the call is proxy-bound, at most 0.2 of the bound, and
+// takes at least those 10 µs.
+TEST(SimModel, ProxyBoundWhenItsBusiestThreadOutlastsTheWire) {
+  plan::Plan p = flatPlan(3);
+  p.bytes[1] = p.bytes[2] = 1000;
+  p.ranks[0].ops = {dataPut(1, 1000), dataPut(2, 1000)};
+  for (int r = 1; r <= 2; ++r)
+    p.ranks[r].ops.push_back(
+        op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigData, 1, {}));
+  Cluster c = bare(3, 1);
+  c.proxyOpUs = 1;
+  Result fast = simulate(p, c);
+  EXPECT_NEAR(fast.nodeBoundUs, 2, 1e-9);
+  EXPECT_EQ(fast.proxyCeiling(), 1.0);
+  EXPECT_FALSE(fast.proxyBound());
+  c.proxyOpUs = 5;
+  Result slow = simulate(p, c);
+  EXPECT_NEAR(slow.proxyCeiling(), 0.2, 1e-9);
+  EXPECT_TRUE(slow.proxyBound());
+  EXPECT_GE(slow.timeUs, slow.proxyThreadBusyMaxUs);
 }
 
 // The real planner on 2 nodes x 1 GPU: entry signal (latency 5), the put of half the bytes at

@@ -52,8 +52,11 @@ Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {
 }
 
 Server& Machine::proxy(int rank, int peer) {
-  const int t = proxyThreadOf(rank / c_.gpusPerNode, peer / c_.gpusPerNode, proxyThreads_);
-  return proxy_[(size_t)rank * proxyThreads_ + t];
+  return proxy_[(size_t)rank * proxyThreads_ + proxyThread(rank, peer)];
+}
+
+int Machine::proxyThread(int rank, int peer) const {
+  return proxyThreadOf(rank / c_.gpusPerNode, peer / c_.gpusPerNode, proxyThreads_);
 }
 
 void QueuePairs::submit(int peer, Server::Job job) {

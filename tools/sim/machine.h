@@ -53,8 +53,10 @@ class Machine {
   Server& ce(int gpu) { return ce_[gpu]; }
   // Queues a message from `gpu` to `peer` on gpu's NIC (Cluster::nicQueuePerPeer says how).
   void sendOnNic(int gpu, int peer, Server::Job job);
-  // The proxy thread of `rank` that carries its writes to and from `peer`.
+  // The proxy thread of `rank` that carries its writes to and from `peer`, and its index.
   Server& proxy(int rank, int peer);
+  int proxyThread(int rank, int peer) const;
+  int proxyThreads() const { return proxyThreads_; }
 
  private:
   struct Gpu {

@@ -25,7 +25,12 @@ void printReport(FILE* out, const SimOptions& o, const RunInfo& info, const Resu
           r.hostBound ? "HOST-BOUND: the host is more than half the critical path"
                       : "the host is not the bottleneck");
   fprintf(out, "proxy: the busiest spends %.1f us of CPU on its puts out and in (%.0f%% of the"
-          " call)\n", r.proxyBusyMaxUs, r.timeUs > 0 ? 100 * r.proxyBusyMaxUs / r.timeUs : 0.0);
+          " call); its busiest of %d thread(s) %.1f us, %s\n",
+          r.proxyBusyMaxUs, r.timeUs > 0 ? 100 * r.proxyBusyMaxUs / r.timeUs : 0.0,
+          r.proxyThreads, r.proxyThreadBusyMaxUs,
+          r.proxyBound() ? strprintf("PROXY-BOUND: at most %.2f of the traffic's bound",
+                                     r.proxyCeiling()).c_str()
+                         : "within the traffic's bound");
   if (info.schedule != Schedule::kDirect)
     fprintf(out, "relay high-water %llu bytes held at once (capacity %llu)\n",
             (unsigned long long)r.relayHighWater, (unsigned long long)r.relayCapacity);
@@ -54,12 +59,14 @@ void printJson(FILE* out, const SimOptions& o, const RunInfo& info, const Result
           "\"bytes_per_rank\":%.0f,\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,"
           "\"bound_algbw\":%.4f,\"host_us\":%.3f,\"host_bound\":%s,\"relay_high_water\":%llu,"
           "\"cp_host_us\":%.3f,\"cp_copy_us\":%.3f,\"cp_network_us\":%.3f,\"cp_stream_us\":%.3f,"
-          "\"proxy_busy_us\":%.3f,\"node_bound_us\":%.3f,\"ops\":%zu,\"plan_ms\":%.1f}\n",
+          "\"proxy_busy_us\":%.3f,\"proxy_thread_busy_us\":%.3f,\"proxy_bound\":%s,"
+          "\"node_bound_us\":%.3f,\"ops\":%zu,\"plan_ms\":%.1f}\n",
           scheduleName(info.schedule), c.nodes, c.gpusPerNode, c.nicGBps,
           kinds[(int)o.traffic.kind], r.meanBytesPerRank, r.timeUs, r.algbw, r.busbw,
           boundAlgbw(c), r.hostUs, r.hostBound ? "true" : "false",
           (unsigned long long)r.relayHighWater, r.critical.hostUs, r.critical.copyUs,
-          r.critical.networkUs, r.critical.streamUs, r.proxyBusyMaxUs, r.nodeBoundUs, info.ops,
+          r.critical.networkUs, r.critical.streamUs, r.proxyBusyMaxUs, r.proxyThreadBusyMaxUs,
+          r.proxyBound() ? "true" : "false", r.nodeBoundUs, info.ops,
           info.planMs);
 }
 

@@ -57,6 +57,7 @@ class Run {
     OpRef last;                       // what finished last on this rank
     int64_t relayHeld = 0;
     double proxyBusyUs = 0;           // this rank's proxy CPU: writes it issued and took in
+    std::vector<double> threadBusyUs;  // the same per proxy thread
     std::unordered_map<int, int> nicQueued;  // messages to each peer in the NIC queue or on it
     // The proxy's pacer (Cluster::paceLeadUs), the library's own in µs, and the writes it
     // holds, in posting order.
@@ -145,6 +146,7 @@ void Run::setUp(int r) {
   const auto& ops = plan_.ranks[r].ops;
   const size_t m = ops.size();
   st.streams.assign(c_.ceStreams + 3, {});
+  st.threadBusyUs.assign(machine_.proxyThreads(), 0);
   st.streamOf.resize(m);
   st.depsLeft.resize(m);
   st.dependents.assign(m, {});
@@ -485,8 +487,11 @@ int Run::writesOf(int r, const Op& op) const {
 // The CPU time the proxy of rank `at` spends on put i of rank r (issuing or taking in its
 // writes), counted in that proxy's busy time.
 double Run::proxyWork(int at, int r, int i) {
-  const double us = c_.proxyOpUs * writesOf(r, plan_.ranks[r].ops[i]);
-  ranks_[at].proxyBusyUs += us;
+  const Op& op = plan_.ranks[r].ops[i];
+  const double us = c_.proxyOpUs * writesOf(r, op);
+  RankState& st = ranks_[at];
+  st.proxyBusyUs += us;
+  st.threadBusyUs[machine_.proxyThread(at, at == r ? op.peer : r)] += us;
   return us;
 }
 
@@ -642,6 +647,7 @@ Result Run::go() {
     for (size_t s = 0; s < ranks_[r].streams.size(); ++s) pump(r, (int)s);
   fluid_.run();
   Result res;
+  res.proxyThreads = machine_.proxyThreads();
   std::vector<const std::vector<OpRecord>*> recs;
   for (int r = 0; r < n_; ++r) {
     const RankState& st = ranks_[r];
@@ -650,6 +656,8 @@ Result Run::go() {
                   st.opsLeft, st.putsInFlight);
     res.timeUs = std::max(res.timeUs, st.doneAt);
     res.proxyBusyMaxUs = std::max(res.proxyBusyMaxUs, st.proxyBusyUs);
+    for (double us : st.threadBusyUs)
+      res.proxyThreadBusyMaxUs = std::max(res.proxyThreadBusyMaxUs, us);
     recs.push_back(&st.rec);
   }
   double total = 0;

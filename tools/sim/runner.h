@@ -40,8 +40,20 @@ struct Result {
   uint64_t relayHighWater = 0;  // most relay bytes one rank held at once (written, not forwarded)
   uint64_t relayCapacity = 0;   // plan.relayBytes
   bool hostBound = false;       // the host is more than half of the critical path
-  double proxyBusyMaxUs = 0;    // the busiest proxy's CPU time (writes it issued and took in):
-                                // no schedule of these puts finishes sooner
+  double proxyBusyMaxUs = 0;    // the busiest rank's proxy CPU time (writes it issued and took
+                                // in), all of its threads together
+  // The busiest proxy thread's CPU time: a thread carries its writes one at a time, so no
+  // schedule of these puts finishes sooner (the proxy's bound, beside nodeBoundUs).
+  double proxyThreadBusyMaxUs = 0;
+  int proxyThreads = 1;
+  // The largest share of the traffic's bound the busiest proxy thread allows (1: no limit);
+  // below 0.9, the target for uniform traffic, the call is proxy-bound.
+  double proxyCeiling() const {
+    return nodeBoundUs > 0 && proxyThreadBusyMaxUs > nodeBoundUs
+               ? nodeBoundUs / proxyThreadBusyMaxUs
+               : 1.0;
+  }
+  bool proxyBound() const { return proxyCeiling() < 0.9; }
   // The traffic's own bound, any schedule: the bytes that leave or enter the busiest node,
   // over all of its NICs at once (for uniform traffic, N/(N-1) x NIC as algbw).
   double nodeBoundUs = 0;
