@@ -31,6 +31,23 @@ TEST(FabricTest, OpensAndRegisters) {
   });
 }
 
+// Several endpoints where asked (tcp;ofi_rxm is FI_THREAD_SAFE), but one where they need a
+// provider that reports its link speed, which tcp does not (the communicator's default).
+TEST(FabricTest, SeveralEndpointsOnlyWhereTheLinkSpeedIsKnownIfAsked) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(1, netOptions(), [](const RankContext&) {
+    FabricOptions fo;
+    fo.endpoints = 4;
+    Fabric several("tcp", fo);
+    EXPECT_EQ(several.endpoints(), 4);
+    EXPECT_EQ(several.linkBytesPerSecond(), 0) << "tcp reports no link speed";
+    fo.endpointsNeedLinkSpeed = true;
+    Fabric one("tcp", fo);
+    EXPECT_EQ(one.endpoints(), 1);
+    EXPECT_FALSE(one.address(0).empty());
+  });
+}
+
 TEST(FabricTest, UnknownProviderThrowsNetworkError) {
   test::runRanks(1, netOptions(), [](const RankContext&) {
     try {

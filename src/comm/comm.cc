@@ -103,11 +103,13 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     fo.forceLocalRegistration = cfg_.netMrLocal;
     fo.universeSize = nRanks;
     fo.endpoints = wantedProxyThreads();
+    // By default several threads only where the NIC moves the data itself; set: what it asks.
+    fo.endpointsNeedLinkSpeed = cfg_.proxyThreads <= 0;
     fabric_ = std::make_unique<Fabric>(cfg_.netProvider, fo);
     // Both ends of a pair must pick the same thread (proxyThreadOf): every rank runs as many
-    // as the rank that could open (or, by default, use) the fewest endpoints.
+    // as the rank that opened the fewest endpoints.
     std::vector<int> opened(nRanks);
-    opened[rank] = usableProxyThreads();
+    opened[rank] = fabric_->endpoints();
     bootstrap_->allGather(opened.data(), sizeof(int));
     const int threads = *std::min_element(opened.begin(), opened.end());
     std::vector<NameRecord> addrs((size_t)nRanks * threads);
@@ -283,20 +285,6 @@ int Comm::wantedProxyThreads() const {
   return cfg_.proxyThreads > 0 ? cfg_.proxyThreads : defaultProxyThreads(topo_.nNodes());
 }
 
-// By default several threads only on a provider that reports its NIC's link speed (verbs, efa:
-// a NIC that moves the data itself). tcp reports none, and there one thread is faster: on this
-// project's 2-core machine, 4 x 1 emulated nodes, 64 KiB-1 MiB AlltoAllV took 1.2-2.8 ms a call
-// with one thread, 3.6-5.5 with 2, 7.4-8.6 with 4 (bench/RESULTS.md §28.4). Not a missed
-// wake-up: with the threads' sleeps capped at 10 µs, 4 threads took 200-700 ms. tcp moves
-// the bytes on the CPU, under the locks of an FI_THREAD_SAFE domain, so more threads only
-// contend. RMACC_PROXY_THREADS set: what it asks for.
-int Comm::usableProxyThreads() const {
-  if (cfg_.proxyThreads > 0 || fabric_->linkBytesPerSecond() > 0) return fabric_->endpoints();
-  if (fabric_->endpoints() > 1)
-    INFO(kSubsysNet, "provider %s reports no link speed: one proxy thread (RMACC_PROXY_THREADS)",
-         fabric_->providerName().c_str());
-  return 1;
-}
 
 bool Comm::eagerProxyPoll() const {
   if (cfg_.proxyPoll != Config::ProxyPoll::kAuto) return cfg_.proxyPoll == Config::ProxyPoll::kEager;

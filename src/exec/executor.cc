@@ -191,11 +191,12 @@ bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers&
     batch.copies.push_back({static_cast<char*>(t.local) + offset, local(op.src, b), op.bytes});
   }
   WriteDesc sig = ctx_.signals.ceSignal(op.peer, op.ctx, op.sigIdx);
-  for (MemOpDesc& m : batch.memOps)
-    if (!batch.ordered && m.addr == sig.addr) {
-      m.value = sig.value;
-      return true;
-    }
+  if (!batch.ordered)
+    for (MemOpDesc& m : batch.memOps)
+      if (m.addr == sig.addr) {
+        m.value = sig.value;
+        return true;
+      }
   pushMemOp(batch, {false, sig.addr, sig.value});
   return true;
 }

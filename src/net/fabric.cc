@@ -75,6 +75,12 @@ fi_info* makeHints(const std::string& provider, fi_threading threading) {
   return hints;
 }
 
+// What the provider reports of its NIC's link, in bytes per second; 0: nothing (tcp).
+double linkBytesOf(const fi_info* info) {
+  const fid_nic* nic = info->nic;
+  return nic && nic->link_attr ? (double)nic->link_attr->speed / 8 : 0;
+}
+
 // Among the candidates, the one on interface FI_TCP_IFACE (IPv4 first) when the caller pinned
 // one (tests: lo), else libfabric's first choice.
 fi_info* choose(fi_info* list) {
@@ -143,7 +149,13 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   int endpoints = 1;
   auto queryThreads = [&](bool hmem) {
     endpoints = options.endpoints;
-    if (endpoints > 1 && query(hmem, FI_THREAD_SAFE)) return true;
+    if (endpoints > 1 && query(hmem, FI_THREAD_SAFE)) {
+      if (!options.endpointsNeedLinkSpeed || linkBytesOf(choose(list)) > 0) return true;
+      INFO(kSubsysNet, "provider %s reports no link speed: one endpoint, one proxy thread "
+           "(RMACC_PROXY_THREADS)", choose(list)->fabric_attr->prov_name);
+      fi_freeinfo(list);
+      list = nullptr;
+    }
     endpoints = 1;
     return query(hmem, FI_THREAD_DOMAIN);
   };
@@ -337,10 +349,7 @@ size_t Fabric::maxMessageBytes() const { return info_->ep_attr->max_msg_size; }
 
 bool Fabric::orderedWrites() const { return ordered_; }
 
-double Fabric::linkBytesPerSecond() const {
-  const fid_nic* nic = info_->nic;
-  return nic && nic->link_attr ? (double)nic->link_attr->speed / 8 : 0;
-}
+double Fabric::linkBytesPerSecond() const { return linkBytesOf(info_); }
 
 bool Fabric::write(int ep, int peer, const void* src, size_t bytes, void* localDesc,
                    uint64_t remoteAddr, uint64_t key, uint32_t data, void* context) {

@@ -95,6 +95,11 @@ struct FabricOptions {
   int universeSize = 0;
   // Endpoints wanted on the domain (one per proxy thread, at most kMaxFabricEndpoints).
   int endpoints = 1;
+  // Several endpoints only on a provider that reports its NIC's link speed (verbs, efa: a NIC
+  // that moves the data itself); else one, on an FI_THREAD_DOMAIN domain. tcp reports none and
+  // moves the bytes on the CPU, under the locks of an FI_THREAD_SAFE domain, where more threads
+  // only contend (bench/RESULTS.md §28.4). The communicator's default thread count sets it.
+  bool endpointsNeedLinkSpeed = false;
 };
 constexpr int kMaxFabricEndpoints = 16;
 

@@ -143,11 +143,12 @@ std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, in
 int proxyThreadOf(int nodeA, int nodeB, int threads);
 
 // RMACC_PROXY_THREADS=0 on `nodes` nodes: 4 from 4 nodes, else 1 (and 1 where the provider
-// reports no link speed, as tcp: Comm::usableProxyThreads). At about 2 µs of proxy time
-// per write one thread bounds uniform 16 MiB a rank from 32 nodes (0.80 of the bound, 4 threads
-// 0.90); from 4 nodes 4 threads are never worse by more than 0.006 of the bound and gain up to
-// 0.10 at 4 MiB; 3 threads, or 2, lose up to 0.16 at some counts (the pair rule's spread),
-// and on 2 nodes every pair is on one thread anyway (rmacc-sim, bench/RESULTS.md §28).
+// reports no link speed, as tcp: FabricOptions::endpointsNeedLinkSpeed). At about 2 µs of
+// proxy time per write one thread bounds uniform 16 MiB a rank from 32 nodes (0.80 of the
+// bound, 4 threads 0.90); from 4 nodes 4 threads are never worse by more than 0.006 of the
+// bound and gain up to 0.10 at 4 MiB; 3 threads, or 2, lose up to 0.16 at some counts (the
+// pair rule's spread), and on 2 nodes every pair is on one thread anyway (rmacc-sim,
+// bench/RESULTS.md §28).
 int defaultProxyThreads(int nodes);
 
 }  // namespace rmacc

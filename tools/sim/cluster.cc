@@ -76,7 +76,7 @@ Cluster preset(const std::string& name) {
     c.pcieGBps = 25;
     c.exchangeUsPerNode = 20;
     c.paceLeadUs = -1;  // tcp reports no link speed: the library does not pace there
-    c.proxyThreads = 1;  // and runs one proxy thread (Comm::usableProxyThreads)
+    c.proxyThreads = 1;  // and runs one proxy thread (FabricOptions::endpointsNeedLinkSpeed)
     return c;
   }
   if (name == "h200-host") {

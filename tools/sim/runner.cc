@@ -1,8 +1,6 @@
 #include "runner.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 #include <deque>
 #include <memory>
 #include <unordered_map>
@@ -437,16 +435,26 @@ void Run::startCeCall(int r, int g) {
 void Run::writeSignals(int r, int g) {
   double t = fluid_.now();
   int k = 0;
-  std::map<std::tuple<int, int, int>, double> written;  // (peer, ctx, sig) -> when
+  // One write per signal counter: (peer, ctx, sig) and when it lands. A call holds a few.
+  struct Written {
+    int peer, ctx, sig;
+    double at;
+  };
+  std::vector<Written> written;
   for (int i : ranks_[r].groups[g]) {
     const Op& op = plan_.ranks[r].ops[i];
     if (op.kind == OpKind::kCopy) {
       finish(r, i);
       continue;
     }
-    auto [at, fresh] = written.emplace(std::make_tuple(op.peer, op.ctx, op.sigIdx), 0.0);
-    if (fresh) at->second = t += k++ == 0 ? c_.memopUs : c_.memopBatchItemUs;
-    fluid_.at(at->second, [this, r, i] {
+    auto same = std::find_if(written.begin(), written.end(), [&](const Written& w) {
+      return w.peer == op.peer && w.ctx == op.ctx && w.sig == op.sigIdx;
+    });
+    if (same == written.end()) {
+      t += k++ == 0 ? c_.memopUs : c_.memopBatchItemUs;
+      same = written.insert(written.end(), {op.peer, op.ctx, op.sigIdx, t});
+    }
+    fluid_.at(same->at, [this, r, i] {
       finish(r, i);
       fluid_.at(fluid_.now() + c_.signalLatencyUs, [this, r, i] {
         const Op& op = plan_.ranks[r].ops[i];
