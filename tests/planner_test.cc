@@ -716,20 +716,32 @@ TEST(Planner, CarriedCreditIsTheRemoteEntry) {
   expectCaught(plans, "before r2 entered call 2");
 }
 
-// Joined forwards (Options::joinForwardsBelow), 6 x 2 with small blocks and 2 rounds a position:
-// a relay's steps at one position forward together, each forward waiting for every data wait
-// of its position (so the executor sends them as one batch). Without the option a forward waits
-// for its own chunk only. The plans verify either way, over consecutive calls.
+// Joined forwards (Options::joinForwardsBelow), 6 x 2 with small blocks: a relay's steps at one
+// position forward together, each forward waiting for every data wait of its group (so the
+// executor sends them as one batch). With 2 rounds a position a pair (joinForwardsSteps 2, the
+// default) is the whole position; with 4 rounds (8 slots) pairs leave each forward waiting for
+// two chunks, not four, and 0 joins the whole position. Without the option a forward waits for
+// its own chunk only. The plans verify either way, over consecutive calls.
 TEST(Planner, SmallChunksAtOnePositionForwardTogether) {
   const Topology t = Topology::blocks(6, 2);
   const auto b = counts(12, [](int s, int d) { return 5 + (s * 3 + d) % 4; });
-  for (uint64_t below : {uint64_t{0}, uint64_t{1024}}) {
-    Options o = opts(64, 4);
-    o.roundsPerBatch = 2;
-    o.joinForwardsBelow = below;
+  struct Shape {
+    uint64_t below;
+    int steps, rounds, slots;
+    size_t waitsEach;  // data waits of its position each forward waits for
+  };
+  for (const Shape& sh : {Shape{0, 2, 2, 4, 1}, Shape{1024, 2, 2, 4, 2}, Shape{1024, 0, 4, 8, 4},
+                          Shape{1024, 2, 4, 8, 2}}) {
+    SCOPED_TRACE(strprintf("below %llu, steps %d, %d rounds a position",
+                           (unsigned long long)sh.below, sh.steps, sh.rounds));
+    Options o = opts(64, sh.slots);
+    o.roundsPerBatch = sh.rounds;
+    o.joinForwardsBelow = sh.below;
+    o.joinForwardsSteps = sh.steps;
     std::vector<Plan> plans = planCalls(t, {b, b, b}, o);
     expectGood(plans);
-    int joinedPositions = 0, forwardsShort = 0;
+    int joinedPositions = 0;
+    std::map<size_t, int> forwardsWaitingFor;  // data waits of its position -> forwards
     for (const Plan& p : plans)
       for (int r = 0; r < 12; ++r) {
         const auto& ops = p.ranks[r].ops;
@@ -742,13 +754,17 @@ TEST(Planner, SmallChunksAtOnePositionForwardTogether) {
         for (auto& [batch, ds] : dataAt) joinedPositions += ds.size() > 1;
         for (int f : fwds) {
           const auto& deps = ops[f].deps;
+          size_t waits = 0;
           for (int d : dataAt[ops[f].batch])
-            forwardsShort += std::find(deps.begin(), deps.end(), d) == deps.end();
+            waits += std::find(deps.begin(), deps.end(), d) != deps.end();
+          // A position's last step may be alone (an odd count), or the position one step.
+          if (dataAt[ops[f].batch].size() >= sh.waitsEach) ++forwardsWaitingFor[waits];
         }
       }
     EXPECT_GT(joinedPositions, 0) << "no position holds two steps of one relay";
-    if (below) EXPECT_EQ(forwardsShort, 0) << "a forward leaves before its position's chunks";
-    else EXPECT_GT(forwardsShort, 0) << "forwards wait for their own chunk only";
+    for (auto& [waits, n] : forwardsWaitingFor)
+      EXPECT_LE(waits, sh.waitsEach) << n << " forwards wait for " << waits << " chunks";
+    EXPECT_GT(forwardsWaitingFor[sh.waitsEach], 0) << "no forward waits for " << sh.waitsEach;
   }
 }
 

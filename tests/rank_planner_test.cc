@@ -105,6 +105,7 @@ TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
     o.lastRoundMinChunkBytes = c / 11 % 3;  // 0 (minChunkBytes), 1, 2
     o.releaseRelayUpTo = c / 13 % 3 * 4;  // 0 (never), up to 4 nodes, up to 8
     o.joinForwardsBelow = c / 17 % 3 == 0 ? 0 : c / 17 % 3 * 16;  // never, 16 or 32 bytes
+    o.joinForwardsSteps = c / 19 % 4;  // a whole position, 1 (none), 2, 3
     Carry carry;
     const int calls = (int)uniform(rng, 1, 3);
     for (int k = 0; k < calls; ++k) {

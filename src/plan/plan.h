@@ -178,6 +178,11 @@ struct Options {
   // about as much as a few hundred KiB take on the wire, and larger ones only wait longer
   // for their forwards and credits. The library sets libraryJoinForwardsBelow().
   uint64_t joinForwardsBelow = 0;
+  // The most steps one joined batch takes (0: every such step of the position). Each step's
+  // credit waits for the group's last chunk, so a whole position of 4 rounds held the first
+  // step's credit back by 3 chunks of wire, and the writers' puts two positions on waited for
+  // it (RESULTS §29): pairs keep most of the batching and little of that wait.
+  int joinForwardsSteps = 2;
 };
 
 // Rounds per batch that `options` allows: roundsPerBatch capped at creditWindow(options) / 2,

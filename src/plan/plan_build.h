@@ -219,21 +219,24 @@ void forEachFreeingStep(size_t u, size_t have, const Options& options, F&& f) {
 }
 // Calls f(from, to) for each run [from, to) of two or more of a relay's consecutive steps
 // (0 .. n - 1) at one position (posOf(s)) whose chunks (bytesOf(s)) are all below Options::
-// joinForwardsBelow: their forwards leave together (planners' joinForwards).
+// joinForwardsBelow, at most Options::joinForwardsSteps of them: their forwards leave together
+// (planners' joinForwards).
 template <typename PosOf, typename BytesOf, typename F>
 void forEachJoinedGroup(size_t n, const Options& options, PosOf&& posOf, BytesOf&& bytesOf,
                         F&& f) {
   auto small = [&](size_t s) { return bytesOf(s) < options.joinForwardsBelow; };
+  const size_t most = options.joinForwardsSteps > 0 ? (size_t)options.joinForwardsSteps : n;
   for (size_t from = 0, to; from < n; from = to) {
     to = from + 1;
     if (!small(from)) continue;
-    while (to < n && posOf(to) == posOf(from) && small(to)) ++to;
+    while (to < n && to - from < most && posOf(to) == posOf(from) && small(to)) ++to;
     if (to - from > 1) f(from, to);
   }
 }
 // Options::joinForwardsBelow as the library sets it: rmacc-sim, uniform 16 MiB on 64 / 128 x 8
-// GPUs (224 / 112 KiB chunks) 0.594 / 0.320 -> 0.737 / 0.450 of the bound; joining the 448
-// KiB chunks of 32 nodes or the 597 KiB ones of 24 cost 0.01 / 0.06 instead (RESULTS §28).
+// GPUs (224 / 112 KiB chunks) 0.594 / 0.320 -> 0.737 / 0.450 of the bound with whole positions
+// joined, 0.845 / 0.494 in pairs (Options::joinForwardsSteps); joining the 448 KiB chunks of
+// 32 nodes or the 597 KiB ones of 24 cost 0.01 / 0.06 instead (RESULTS §28, §29).
 inline uint64_t libraryJoinForwardsBelow() { return 384ull << 10; }
 // Options::releaseRelayUpTo as the library sets it: every node count whose slots are not
 // fitted with the default 4 slots (libraryFitSlotsFrom(4) - 1), where the release goes to each

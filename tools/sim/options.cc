@@ -55,7 +55,8 @@ const char* kUsage =
     "          library's, 17)\n"
     "          --join-forwards-below SIZE (Options::joinForwardsBelow: a relay's steps at\n"
     "          one position with smaller chunks forward as one batch; 0: never; default\n"
-    "          the library's, 384K)\n"
+    "          the library's, 384K)  --join-forwards-steps K (Options::joinForwardsSteps:\n"
+    "          at most K steps a batch; 0: the whole position; default 2)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -107,6 +108,8 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--preset", [&](auto&, auto v) { c = preset(v); }},
       {"--release-up-to", [&](auto& k, auto v) { o.planner.releaseRelayUpTo = integer(k, v, 0, 4096); }},
       {"--join-forwards-below", [&](auto& k, auto v) { o.planner.joinForwardsBelow = size(k, v); }},
+      {"--join-forwards-steps",
+       [&](auto& k, auto v) { o.planner.joinForwardsSteps = integer(k, v, 0, 1024); }},
       {"--nodes", [&](auto& k, auto v) { c.nodes = integer(k, v, 1, 4096); }},
       {"--gpus", [&](auto& k, auto v) { c.gpusPerNode = integer(k, v, 1, 64); }},
       {"--nic", [&](auto& k, auto v) { c.nicGBps = number(k, v); }},
