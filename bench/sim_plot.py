@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Plots rmacc-sim's sweep (bench/sim.sh): busbw per GPU against node count, one panel per
 traffic case, the three schedules beside the network bound N/(N-1) x NIC (as busbw), and prints
-the table RESULTS.md quotes. Usage: sim_plot.py sweep.jsonl out.png"""
+the table RESULTS.md quotes (with the most of the traffic's own bound the busiest proxy thread
+allows: its node bound over that thread's CPU time). Usage: sim_plot.py sweep.jsonl out.png"""
 import json
 import sys
 from collections import defaultdict
@@ -47,8 +48,9 @@ fig.suptitle("rmacc-sim: 50 GB/s NIC per GPU, cross-rail penalised (22.7 GB/s)")
 fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=110)
 
-print("| case | nodes | bound | rmacc | / bound | direct | pxn | rmacc + host cost | host-bound |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+print("| case | nodes | bound | rmacc | / bound | direct | pxn | rmacc + host cost | host-bound "
+      "| proxy allows |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
 nan = {"busbw": float("nan"), "host_bound": None}
 for case in cases:
     for n, r in sorted(data[(case, "rmacc")].items()):
@@ -58,5 +60,7 @@ for case in cases:
         ranks = r["nodes"] * r["gpus"]
         bound = r["bound_algbw"] * (ranks - 1) / ranks
         hb = {True: "yes", False: "no", None: "-"}[h["host_bound"]]
+        busy = r.get("proxy_thread_busy_us", 0)
+        allows = f"{min(1.0, r['node_bound_us'] / busy):.2f}" if busy else "-"
         print(f"| {case} | {n} | {bound:.1f} | {r['busbw']:.1f} | {r['algbw'] / r['bound_algbw']:.2f} | "
-              f"{d:.1f} | {p:.1f} | {h['busbw']:.1f} | {hb} |")
+              f"{d:.1f} | {p:.1f} | {h['busbw']:.1f} | {hb} | {allows} |")
