@@ -52,9 +52,11 @@ struct Shape {
 //   1  the user stream, as above;
 //   the proxy-put stream: one memop batch per 16 memory ops (start wait, ready flag stores,
 //      the waits their deps need, in op order);
-//   the CE stream: per node round one copy batch (a copy must not pass a wait) and one memop
-//      batch (the round's data signals, a relay's credit to the writer -- posted on this
-//      stream's proxy queue, not the proxy lane's, so no event -- and the next round's waits);
+//   each CE stream (RMACC_CE_STREAMS, 2 by default: mates of even and of odd local rank, the
+//      rank's own block on the first): per node round with work for it one copy batch (a copy
+//      must not pass a wait) and one memop batch (the round's data signals, a relay's credit to
+//      the writer -- posted on this stream's proxy queue, not the proxy lane's, so no event --
+//      and the next round's waits);
 //   the join: the proxy-put stream ends with its ready flag, so the last stream waits for that
 //      flag and for the puts' sources among its memory ops (no event); the waits of the wait
 //      lanes go into its last batch with the done flags.
@@ -64,12 +66,14 @@ struct Shape {
 //      round-1 relay's release, plan.h Options::releaseRelayUpTo), the completion waits
 //      run on the CE-wait stream, one memop batch (exec/completion_waits.h), instead of
 //      joining the last batch.
-// Measured: 2x2 8 (7 before the release), 4x2 13, 2x4 8-12 and 7-10 with unequal nodes (the batches split where deps
-// fall, which the counts decide; before the run ends went over, 4x2 11, 2x4 7-11, unequal 7-9;
-// 4x2 12 before its completion waits got their stream); the bounds are the worst rank's.
+// Measured: 2x2 8-11, 4x2 11-14, 2x4 13-15 and 8-13 with unequal nodes (the batches split
+// where deps fall, which the counts decide); the bounds are the worst rank's. With one CE
+// stream the worst were 8, 13, 12 and 10 (7 at 2x2 before the release; before the run ends
+// went over, 4x2 11, 2x4 7-11, unequal 7-9; 4x2 12 before its completion waits got their
+// stream): a rank whose mates' copies fall on the second stream makes up to 3 calls more.
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> kShapes = {
-      {1, 2, 4}, {1, 4, 4}, {2, 2, 8}, {4, 2, 13}, {2, 4, 12}, {0, 0, 10, {0, 1, 0, 1, 1}}};
+      {1, 2, 4}, {1, 4, 4}, {2, 2, 11}, {4, 2, 14}, {2, 4, 15}, {0, 0, 13, {0, 1, 0, 1, 1}}};
   return kShapes;
 }
 

@@ -100,6 +100,7 @@ Cluster bare(int nodes, int gpus) {
   c.ceBatchItemUs = c.memopBatchItemUs = 0;
   c.hostFixedUs = c.enqueueUsPerOp = 0;
   c.paceLeadUs = -1;  // writes posted as released; the pacer has its own tests
+  c.ceStreams = 1;     // one copy stream (the library runs 2: CopyStreamsWriteSideBySide)
   return c;
 }
 
@@ -131,6 +132,17 @@ plan::Plan flatPlan(int nodes) {
 Op dataPut(int to, uint64_t bytes, std::vector<int> deps = {}) {
   return op(OpKind::kPut, Lane::kProxyPut, to, bytes, plan::kPlanCtxColl, plan::kSigData, 0,
             std::move(deps), Region::kSend, Region::kRecv);
+}
+// One GPU a node: r0 puts `bytes` to each rank of `to`, which waits for it.
+plan::Plan fanOut(int nodes, std::vector<int> to, uint64_t bytes) {
+  plan::Plan p = flatPlan(nodes);
+  for (int r : to) {
+    p.bytes[r] = bytes;
+    p.ranks[0].ops.push_back(dataPut(r, bytes));
+    p.ranks[r].ops.push_back(
+        op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigData, 1, {}));
+  }
+  return p;
 }
 
 // Writer r0 (node 0) sends two 10,000-byte chunks to r3 (node 1, local 1) through relay r2
@@ -220,6 +232,38 @@ TEST(SimModel, ConsecutiveForwardsAreOneBackendCall) {
   EXPECT_NEAR(simulate(plan(kChained), c).timeUs, 13, 1e-9);
 }
 
+// Copy streams (Cluster::ceStreams, RMACC_CE_STREAMS): r0 signals node-mates r1 and r2, a
+// signal write 1 us (0.25 a further one in a batch), a wait 1 us. On one stream both writes are
+// one batch: r2's lands at 1.25, its wait ends at 2.25. On two (mates of odd and even local
+// rank, as the executor splits them) each stream writes its own at 1: both done at 2. Two
+// nodes: on one the executor's lanes are serial, and it makes one copy stream whatever the
+// setting, as rmacc-sim does there.
+TEST(SimModel, CopyStreamsWriteSideBySide) {
+  const int kColl = plan::kPlanCtxColl;
+  plan::Plan p;
+  p.topo = Topology::blocks(2, 3);
+  p.bytes.assign(36, 0);
+  p.ranks.resize(6);
+  for (int d = 1; d <= 2; ++d) {
+    p.ranks[0].ops.push_back(op(OpKind::kPut, Lane::kCePut, d, 0, kColl, plan::kSigData, 0, {}));
+    p.ranks[d].ops.push_back(op(OpKind::kWait, Lane::kCeWait, 0, 0, kColl, plan::kSigData, 1, {}));
+  }
+  Cluster c = bare(2, 3);
+  c.memopUs = 1;
+  c.memopBatchItemUs = 0.25;
+  EXPECT_NEAR(simulate(p, c).timeUs, 2.25, 1e-9);
+  c.ceStreams = 2;
+  EXPECT_NEAR(simulate(p, c).timeUs, 2, 1e-9);
+
+  plan::Plan one = p;
+  one.topo = Topology::blocks(1, 3);
+  one.bytes.assign(9, 0);
+  one.ranks.resize(3);
+  Cluster single = c;
+  single.nodes = 1;
+  EXPECT_NEAR(simulate(one, single).timeUs, 2.25, 1e-9) << "one node: one copy stream";
+}
+
 // A gathering put costs the proxy one write per iovLimit runs of sources adjacent in the send
 // buffer (blocks packed in rank order), at both ends. r0 puts 3 x 1,000 bytes of r5's, r6's
 // and r7's blocks into r4's relay, proxy 1 us a write, NIC 1,000 bytes/us, latency 5: one write
@@ -256,11 +300,7 @@ TEST(SimModel, GatheredPutPaysOneProxyOpPerWrite) {
 // (nodes 0+1 and 0+2 fall on different threads): both taken in at 25. On 5 nodes, r0's writes
 // to r2 and r4 share thread 0 of 2 (proxyThreadOf: by the nodes' sum), as in the library.
 TEST(SimModel, ProxyThreadsIssueWritesSideBySide) {
-  plan::Plan p = flatPlan(3);
-  p.ranks[0].ops = {dataPut(1, 0), dataPut(2, 0)};
-  for (int r = 1; r <= 2; ++r)
-    p.ranks[r].ops.push_back(
-        op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigData, 1, {}));
+  const plan::Plan p = fanOut(3, {1, 2}, 0);
   Cluster c = bare(3, 1);
   c.proxyOpUs = 10;
   Result one = simulate(p, c);
@@ -272,11 +312,7 @@ TEST(SimModel, ProxyThreadsIssueWritesSideBySide) {
   EXPECT_NEAR(two.proxyBusyMaxUs, 20, 1e-9);
   EXPECT_NEAR(two.proxyThreadBusyMaxUs, 10, 1e-9) << "one write on each of r0's threads";
 
-  plan::Plan five = flatPlan(5);
-  five.ranks[0].ops = {dataPut(2, 0), dataPut(4, 0)};
-  for (int r : {2, 4})
-    five.ranks[r].ops.push_back(
-        op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigData, 1, {}));
+  const plan::Plan five = fanOut(5, {2, 4}, 0);
   Cluster c5 = bare(5, 1);
   c5.proxyOpUs = 10;
   c5.proxyThreads = 2;
@@ -289,12 +325,7 @@ TEST(SimModel, ProxyThreadsIssueWritesSideBySide) {
 // 2 µs: no limit. At 5 µs it needs 10: the call is proxy-bound, at most 0.2 of the bound, and
 // takes at least those 10 µs.
 TEST(SimModel, ProxyBoundWhenItsBusiestThreadOutlastsTheWire) {
-  plan::Plan p = flatPlan(3);
-  p.bytes[1] = p.bytes[2] = 1000;
-  p.ranks[0].ops = {dataPut(1, 1000), dataPut(2, 1000)};
-  for (int r = 1; r <= 2; ++r)
-    p.ranks[r].ops.push_back(
-        op(OpKind::kWait, Lane::kProxyWait, 0, 0, plan::kPlanCtxColl, plan::kSigData, 1, {}));
+  const plan::Plan p = fanOut(3, {1, 2}, 1000);
   Cluster c = bare(3, 1);
   c.proxyOpUs = 1;
   Result fast = simulate(p, c);

@@ -83,10 +83,14 @@ enum class ParamVisibility { kPublic, kInternal };
     "the planner splits larger puts into pieces")                                                 \
   X(bool, dumpPlan, false, "RMACC_DUMP_PLAN", BoolParam, kInternal, "`0`",                        \
     "`1` prints each new AlltoAllV plan of the rank")                                             \
-  /* One stream by default: every internal stream also holds stream-memory waits, and CUDA   */   \
-  /* maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues; a wait at the head of a  */   \
-  /* shared queue blocks the copies behind it, which across ranks can deadlock (H200, MPS).  */   \
-  X(int, ceStreams, 1, "RMACC_CE_STREAMS", IntParam<1 COMMA 64>, kInternal, "`1`",                \
+  /* Two by default: a relay's forwards to its even and odd node-mates run side by side, so   */   \
+  /* its copy stream no longer bounds many-node calls (rmacc-sim, uniform 16 MiB on 56 / 64   */   \
+  /* x 8 GPUs 0.863 / 0.845 -> 0.899 / 0.900 of the bound, 4 MiB on 8 x 8 0.648 -> 0.731,     */   \
+  /* nothing lower by more than 0.007; RESULTS §29). Every internal stream holds stream-      */   \
+  /* memory waits and CUDA maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues: a   */   \
+  /* wait at the head of a shared queue blocks the copies behind it, which across ranks can   */   \
+  /* deadlock (H200, MPS, with the default 8), hence the 16-32 the README asks for.           */   \
+  X(int, ceStreams, 2, "RMACC_CE_STREAMS", IntParam<1 COMMA 64>, kInternal, "`2`",                \
     "internal copy streams per rank; more let copies to different peers overlap, but on CUDA "    \
     "all internal streams must fit in `CUDA_DEVICE_MAX_CONNECTIONS` hardware queues")             \
   X(LanesMode, lanes, LanesMode::kAuto, "RMACC_LANES", EnumParam<LanesMode>, kInternal, "`auto`", \

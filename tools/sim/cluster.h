@@ -93,9 +93,9 @@ struct Cluster {
   // (rmacc-perf's displacements), so adjacent blocks are one source.
   int iovLimit = 4;
 
-  // Executor: copy streams per rank (RMACC_CE_STREAMS; CE ops to peer p use stream
-  // localRank(p) mod ceStreams, as src/exec/executor.cc).
-  int ceStreams = 1;
+  // Executor: copy streams per rank (RMACC_CE_STREAMS, the library's default 2; CE ops to peer
+  // p use stream localRank(p) mod ceStreams, as src/exec/executor.cc).
+  int ceStreams = 2;
 
   // Host, per call and rank: the fixed part (count exchange, call setup: hostFixedUs plus
   // exchangeUsPerNode per node beyond the first), planning (planUsPerOp x the rank's ops; 0 =

@@ -30,7 +30,7 @@ const char* kUsage =
     "          --proxy-threads K (RMACC_PROXY_THREADS; 0, the default: the library's\n"
     "          choice for the node count; a pair of ranks talks through one thread)\n"
     "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
-    "          --ce-streams K\n"
+    "          --ce-streams K (RMACC_CE_STREAMS; default the library's, 2)\n"
     "host:     --host-us US  --exchange-us-per-node US  --plan-us-per-op US\n"
     "          --enqueue-us-per-op US  --enqueue-copy-call US  --enqueue-copy-item US\n"
     "          --enqueue-memop-call US  --enqueue-memop-item US\n"

@@ -101,6 +101,9 @@ class Run {
   const plan::Plan& plan_;
   const Cluster& c_;
   const int n_;
+  // Copy streams: Cluster::ceStreams, but one on a single node, where the executor's lanes
+  // are serial (RMACC_LANES auto) and it makes one.
+  const int ceStreams_;
   Fluid fluid_;
   Machine machine_;
   std::vector<RankState> ranks_;
@@ -111,7 +114,12 @@ class Run {
 };
 
 Run::Run(const plan::Plan& plan, const Cluster& c, const std::string& tracePath)
-    : plan_(plan), c_(c), n_(plan.topo.nRanks()), machine_(fluid_, c), ranks_(n_) {
+    : plan_(plan),
+      c_(c),
+      n_(plan.topo.nRanks()),
+      ceStreams_(plan.topo.nNodes() == 1 ? 1 : c.ceStreams),
+      machine_(fluid_, c),
+      ranks_(n_) {
   if (c.maxMinSharing) fluid_.setSharing(Fluid::Sharing::kMaxMin);
   RMACC_ARG_CHECK(plan.topo.nNodes() == c.nodes && plan.topo.localSize() == c.gpusPerNode,
                   "the plan is for %d x %d ranks, the cluster has %d x %d GPUs",
@@ -128,7 +136,7 @@ Run::Run(const plan::Plan& plan, const Cluster& c, const std::string& tracePath)
 
 // The executor's mapping (src/exec/executor.cc): CE ops to one peer share a copy stream.
 int Run::streamFor(int r, const Op& op) const {
-  const int ce = c_.ceStreams;
+  const int ce = ceStreams_;
   switch (op.lane) {
     case Lane::kCePut:
       return plan_.topo.localRankOf(op.kind == OpKind::kCopy ? r : op.peer) % ce;
@@ -143,7 +151,7 @@ void Run::setUp(int r) {
   RankState& st = ranks_[r];
   const auto& ops = plan_.ranks[r].ops;
   const size_t m = ops.size();
-  st.streams.assign(c_.ceStreams + 3, {});
+  st.streams.assign(ceStreams_ + 3, {});
   st.threadBusyUs.assign(machine_.proxyThreads(), 0);
   st.streamOf.resize(m);
   st.depsLeft.resize(m);
@@ -178,7 +186,7 @@ void Run::setUp(int r) {
 void Run::foldCompletionWaits(int r) {
   RankState& st = ranks_[r];
   const std::vector<char> remote = remoteCompletionWaits(plan_.ranks[r].ops, plan_.topo, r);
-  for (int lane : {c_.ceStreams, c_.ceStreams + 2}) {  // the CE-wait and proxy-wait lanes
+  for (int lane : {ceStreams_, ceStreams_ + 2}) {  // the CE-wait and proxy-wait lanes
     const std::vector<int>& ops = st.streams[lane].ops;
     int remoteWaits = 0;
     for (int i : ops) remoteWaits += remote[i];
@@ -187,7 +195,7 @@ void Run::foldCompletionWaits(int r) {
     if (tail == ops.size() || remoteWaits >= kOwnCompletionStreamFrom) continue;
     const int first = ops[tail];
     for (int t = 0; t < (int)st.streams.size(); ++t) {
-      if (t == c_.ceStreams || t == c_.ceStreams + 2 || st.streams[t].ops.empty()) continue;
+      if (t == ceStreams_ || t == ceStreams_ + 2 || st.streams[t].ops.empty()) continue;
       st.dependents[st.streams[t].ops.back()].push_back(first);
       ++st.depsLeft[first];
     }
@@ -205,7 +213,7 @@ void Run::foldCompletionWaits(int r) {
 void Run::enqueue(int r, double base) {
   RankState& st = ranks_[r];
   const auto& ops = plan_.ranks[r].ops;
-  const int proxyStream = c_.ceStreams + 1;
+  const int proxyStream = ceStreams_ + 1;
   const std::vector<char> runEnd = proxyRunEnds(ops, st.streamOf, [&](const Op& op) {
     return op.kind == OpKind::kPut && !plan_.topo.sameNode(op.peer, r);
   });
