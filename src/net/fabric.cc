@@ -150,9 +150,10 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   auto queryThreads = [&](bool hmem) {
     endpoints = options.endpoints;
     if (endpoints > 1 && query(hmem, FI_THREAD_SAFE)) {
-      if (!options.endpointsNeedLinkSpeed || linkBytesOf(choose(list)) > 0) return true;
+      const fi_info* chosen = choose(list);
+      if (!options.endpointsNeedLinkSpeed || linkBytesOf(chosen) > 0) return true;
       INFO(kSubsysNet, "provider %s reports no link speed: one endpoint, one proxy thread "
-           "(RMACC_PROXY_THREADS)", choose(list)->fabric_attr->prov_name);
+           "(RMACC_PROXY_THREADS)", chosen->fabric_attr->prov_name);
       fi_freeinfo(list);
       list = nullptr;
     }

@@ -54,8 +54,7 @@ class Run {
     double doneAt = 0;
     OpRef last;                       // what finished last on this rank
     int64_t relayHeld = 0;
-    double proxyBusyUs = 0;           // this rank's proxy CPU: writes it issued and took in
-    std::vector<double> threadBusyUs;  // the same per proxy thread
+    std::vector<double> threadBusyUs;  // each proxy thread's CPU: writes it issued and took in
     std::unordered_map<int, int> nicQueued;  // messages to each peer in the NIC queue or on it
     // The proxy's pacer (Cluster::paceLeadUs), the library's own in µs, and the writes it
     // holds, in posting order.
@@ -506,7 +505,6 @@ double Run::proxyWork(int at, int r, int i) {
   const Op& op = plan_.ranks[r].ops[i];
   const double us = c_.proxyOpUs * writesOf(r, op);
   RankState& st = ranks_[at];
-  st.proxyBusyUs += us;
   st.threadBusyUs[machine_.proxyThread(at, at == r ? op.peer : r)] += us;
   return us;
 }
@@ -671,9 +669,12 @@ Result Run::go() {
                   "rank %d stuck: %d ops left, %d puts in flight (a wait never satisfied)", r,
                   st.opsLeft, st.putsInFlight);
     res.timeUs = std::max(res.timeUs, st.doneAt);
-    res.proxyBusyMaxUs = std::max(res.proxyBusyMaxUs, st.proxyBusyUs);
-    for (double us : st.threadBusyUs)
+    double rankUs = 0;
+    for (double us : st.threadBusyUs) {
+      rankUs += us;
       res.proxyThreadBusyMaxUs = std::max(res.proxyThreadBusyMaxUs, us);
+    }
+    res.proxyBusyMaxUs = std::max(res.proxyBusyMaxUs, rankUs);
     recs.push_back(&st.rec);
   }
   double total = 0;
