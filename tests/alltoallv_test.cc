@@ -137,8 +137,8 @@ TEST(Alltoallv, EveryDatatype) {
 
 // 10 nodes x 2 with 2 relay slots: enough node rounds for fitted slots (plan::Options::
 // fitSlotsFrom = 4 x slots + 2) and paired rounds. Calls whose blocks fit half a slot (4 KiB)
-// take 4 slots of 4 KiB, the others 2 of 8 KiB, alternating, so the relay geometry changes
-// from call to call under the carried credits.
+// take 8 slots of 2 KiB (halved twice: fitWindowBytes), the others 2 of 8 KiB, alternating, so
+// the relay geometry changes from call to call under the carried credits.
 TEST(Alltoallv, FittedSlotsChangeFromCallToCall) {
   const Topo topo{10, 2};
   const int n = topo.nodes * topo.local;

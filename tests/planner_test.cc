@@ -280,7 +280,7 @@ TEST(Planner, TwoByTwoHandChecked) {
             "r0 b0 proxyPut #1 -> r2 0B sig(entry,0)\n"
             "r0 b0 ceWait #2 <- r1 sig(entry,0) x1\n"
             "r0 b0 proxyWait #3 <- r2 sig(entry,0) x1\n"
-            "r0 b0 cePut #4 -> r1 recv[0]+0 <- send[1]+0 101B sig(coll,data) deps{2}\n"
+            "r0 b0 cePut #4 -> r1 recv[0]+0 <- send[1]+0 101B sig(coll,data) quiet deps{2}\n"
             "r0 b0 cePut #5 copy recv[0]+0 <- send[0]+0 100B\n"
             "r0 b0 proxyPut #6 -> r2 relay+0 <- send[3]+0 103B sig(coll,relay)\n"
             "r0 b0 proxyPut #7 -> r2 recv[0]+0 <- send[2]+0 102B sig(coll,data) deps{3}\n"
@@ -768,6 +768,46 @@ TEST(Planner, SmallChunksAtOnePositionForwardTogether) {
   }
 }
 
+// Quiet puts (Options::quietPuts), 2 x 3 with slots of 8 bytes, so that relays forward each
+// block in several chunks: of a rank's CE puts with data to one node-mate only the last in its
+// lane writes the data signal, the others leave their count to it; the receiver's one
+// completion wait per source is unchanged. Off, every such put writes. Both verify over calls.
+TEST(Planner, OnlyTheLastPutToEachNodeMateWritesItsSignal) {
+  const Topology t = Topology::blocks(2, 3);
+  const auto b = counts(6, [](int s, int d) { return 9 + (s + 2 * d) % 5; });
+  for (bool quiet : {true, false}) {
+    SCOPED_TRACE(quiet ? "quiet puts" : "every put signals");
+    Options o = opts(8, 4);
+    o.quietPuts = quiet;
+    std::vector<Plan> plans = planCalls(t, {b, b}, o);
+    expectGood(plans);
+    int quietOnes = 0;
+    for (int r = 0; r < 6; ++r) {
+      const auto& ops = plans[0].ranks[r].ops;
+      std::map<int, std::vector<int>> toPeer;  // node-mate -> its CE data puts, in lane order
+      for (int i : find(plans[0], r, [](const Op& op) {
+             return op.kind == OpKind::kPut && op.lane == Lane::kCePut && op.bytes > 0;
+           }))
+        toPeer[ops[i].peer].push_back(i);
+      for (auto& [peer, puts] : toPeer) {
+        for (size_t k = 0; k < puts.size(); ++k) {
+          const bool last = k + 1 == puts.size();
+          EXPECT_EQ(ops[puts[k]].quiet, quiet && !last) << formatOp(ops[puts[k]], r, puts[k]);
+          quietOnes += ops[puts[k]].quiet;
+        }
+        // One completion wait at the peer for all of them (and the rank's forwards' too).
+        auto waits = find(plans[0], peer, [&](const Op& op) {
+          return isDataWait(op) && op.peer == r;
+        });
+        ASSERT_EQ(waits.size(), 1u);
+        EXPECT_EQ(plans[0].ranks[peer].ops[waits[0]].count, puts.size());
+      }
+    }
+    if (quiet) EXPECT_GT(quietOnes, 6);
+    else EXPECT_EQ(quietOnes, 0);
+  }
+}
+
 // Relay release (Options::releaseRelayUpTo), 2 x 2, two slots of 4 bytes, rounds cut into 2
 // chunks: every relay sends its writer one release per call and the writer waits for it among
 // its completion waits; from the second call on, the first two relay steps of a call (the
@@ -994,6 +1034,34 @@ TEST(Planner, FittedSlotsFollowTheLargestPayloadAndCreditEveryStep) {
   expectCaught(broken, "unforwarded");
 }
 
+// Deeper fitting (Options::fitWindowBytes = 64), 3 nodes x 2, 4 slots of 64 bytes: payloads of
+// 3 bytes halve the slots to the cap of 8 x 4 = 32 slots of 8; of 6 bytes to 16 slots of 16
+// (16 x 6 bytes reach the window); of 12 bytes once, to 8 of 32 (8 x 12 reach it); of 40 bytes
+// not at all. The calls, each in its own geometry, verify in sequence.
+TEST(Planner, FittingHalvesAgainWhileTheSlotsHoldLittle) {
+  const Topology t = Topology::blocks(3, 2);
+  Options o = opts(64, 4);
+  o.fitSlotsFrom = 2;
+  o.fitWindowBytes = 64;
+  struct Case {
+    uint64_t payload;
+    int slots;
+  };
+  const std::vector<Case> cases = {{3, 32}, {6, 16}, {12, 8}, {40, 4}, {6, 16}, {3, 32}};
+  std::vector<std::vector<uint64_t>> calls;
+  for (const Case& c : cases)
+    calls.push_back(counts(6, [&](int s, int d) { return s == d ? 0 : c.payload; }));
+  std::vector<Plan> plans = planCalls(t, calls, o);
+  for (size_t c = 0; c < cases.size(); ++c) {
+    EXPECT_EQ(plans[c].options.slots, cases[c].slots) << "call " << c;
+    EXPECT_EQ(callOptions(o, cases[c].payload, 3).slots, cases[c].slots);
+    EXPECT_EQ(plans[c].options.slots * plans[c].options.slotBytes, 256u);
+  }
+  expectGood(plans);
+  o.fitWindowBytes = 0;  // one halving, as before
+  EXPECT_EQ(callOptions(o, 3, 3).slots, 8);
+}
+
 TEST(Planner, BarrierModeHasNoEntrySignals) {
   Options o = opts(16, 2);
   o.entrySignals = false;
@@ -1088,6 +1156,7 @@ TEST(VerifierRejects, DuplicatedPut) {
   auto puts = find(p, 1, isDirectPut);
   ASSERT_FALSE(puts.empty());
   Op dup = ops[puts[0]];
+  dup.quiet = false;  // the signal must not be what the verifier reports
   ops.push_back(dup);
   expectCaught({p}, "a second time");
 }
@@ -1145,6 +1214,56 @@ TEST(VerifierRejects, LaneOrderThatDeadlocks) {
     ASSERT_EQ(put.size(), 1u);
     moveOp(p, r, entry[0], put[0]);
   }
+  expectCaught({p}, "deadlock");
+}
+
+// A quiet put must be followed on its lane by a put to the same counter that writes the count.
+TEST(VerifierRejects, QuietPutWithNoLaterPutToCarryItsSignal) {
+  Plan p = planOf(Topology::blocks(1, 2), counts(2, [](int, int) { return 10; }), opts(8, 2, 4));
+  auto puts = find(p, 0, [](const Op& op) { return op.kind == OpKind::kPut && op.bytes > 0; });
+  ASSERT_EQ(puts.size(), 3u);  // 10 bytes in pieces of 4
+  EXPECT_TRUE(p.ranks[0].ops[puts[0]].quiet && p.ranks[0].ops[puts[1]].quiet);
+  expectGood({p});
+  p.ranks[0].ops[puts[2]].quiet = true;
+  expectCaught({p}, "a quiet put with no later put");
+}
+
+TEST(VerifierRejects, QuietPutToAnotherNode) {
+  Plan p = planOf(Topology::blocks(2, 1), counts(2, [](int, int) { return 10; }), opts(8, 2, 4));
+  auto puts = find(p, 0, [](const Op& op) { return op.kind == OpKind::kPut && op.bytes > 0; });
+  ASSERT_EQ(puts.size(), 3u);
+  p.ranks[0].ops[puts[0]].quiet = true;
+  expectCaught({p}, "only a CE put may leave its signal");
+}
+
+// A quiet put's count reaches the receiver only with the next put's write: a wait for the
+// count the quiet put alone reaches waits for that put. Here r1 answers r0's first piece with a
+// signal that r0's last piece waits for: fine while every piece signals, a deadlock once the
+// first two pieces are quiet.
+TEST(VerifierRejects, WaitForACountOnlyAQuietPutReaches) {
+  Options o = opts(8, 2, 4);
+  o.quietPuts = false;
+  Plan p = planOf(Topology::blocks(1, 2), counts(2, [](int, int) { return 10; }), o);
+  auto& r0 = p.ranks[0].ops;
+  auto& r1 = p.ranks[1].ops;
+  auto puts = find(p, 0, [](const Op& op) { return op.kind == OpKind::kPut && op.bytes > 0; });
+  auto done = find(p, 1, [](const Op& op) { return isDataWait(op) && op.peer == 0; });
+  ASSERT_EQ(puts.size(), 3u);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(r1[done[0]].count, 3u);
+  // r1: the completion wait in two, the first piece's and the rest, with a reply in between.
+  r1[done[0]].count = 1;
+  Op rest = r1[done[0]];
+  rest.count = 2;
+  r1.push_back(putOp(Lane::kCePut, 0, {}, {}, 0, 0, 0, {done[0]}));
+  r1.push_back(rest);
+  // r0: the last piece waits for the reply.
+  r0.insert(r0.begin() + puts[2], waitOp(Lane::kCeWait, 1, 0, 0, 1));
+  for (size_t i = puts[2] + 1; i < r0.size(); ++i)
+    for (int& d : r0[i].deps) d += d >= puts[2];
+  r0[puts[2] + 1].deps.push_back(puts[2]);
+  expectGood({p});
+  r0[puts[0]].quiet = r0[puts[1]].quiet = true;
   expectCaught({p}, "deadlock");
 }
 

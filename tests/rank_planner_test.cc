@@ -34,7 +34,8 @@ bool sameGather(const std::vector<Segment>& a, const std::vector<Segment>& b) {
 bool sameOp(const Op& a, const Op& b) {
   return sameGather(a.gather, b.gather) && a.kind == b.kind && a.lane == b.lane && a.batch == b.batch && a.peer == b.peer &&
          sameLoc(a.src, b.src) && sameLoc(a.dst, b.dst) && a.bytes == b.bytes &&
-         a.ctx == b.ctx && a.sigIdx == b.sigIdx && a.count == b.count && a.deps == b.deps;
+         a.ctx == b.ctx && a.sigIdx == b.sigIdx && a.count == b.count && a.deps == b.deps &&
+         a.quiet == b.quiet;
 }
 
 // "" or the first difference, readable.
@@ -106,6 +107,8 @@ TEST(RankPlanner, EqualsItsSliceOfTheGlobalPlan) {
     o.releaseRelayUpTo = c / 13 % 3 * 4;  // 0 (never), up to 4 nodes, up to 8
     o.joinForwardsBelow = c / 17 % 3 == 0 ? 0 : c / 17 % 3 * 16;  // never, 16 or 32 bytes
     o.joinForwardsSteps = c / 19 % 4;  // a whole position, 1 (none), 2, 3
+    o.quietPuts = c / 23 % 2 == 0;
+    o.fitWindowBytes = c / 29 % 3 * 24;  // one halving, or again below 24 / 48 bytes
     Carry carry;
     const int calls = (int)uniform(rng, 1, 3);
     for (int k = 0; k < calls; ++k) {

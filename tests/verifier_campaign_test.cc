@@ -125,6 +125,9 @@ Case makeCase(uint64_t seed) {
   c.options.releaseRelayUpTo = (int)(seed / 192 % 2) * 6;  // 0 (never) or up to 6 nodes
   c.options.joinForwardsBelow = seed / 384 % 2 * 32;  // never, or chunks below 32 bytes
   c.options.joinForwardsSteps = (int)(seed % 3);  // a whole position, 1 (none), 2
+  c.options.quietPuts = seed / 768 % 2 == 0;
+  c.options.fitSlotsFrom = seed / 7 % 3 == 1 ? 2 : 0;  // fitted slots from 2 nodes, a third
+  c.options.fitWindowBytes = seed / 21 % 2 * 32;  // halved once, or again below 32 bytes
   const int nCalls = (int)uniform(rng, 1, 3);
   const Topology topo = Topology::fromNodeOf(c.nodeOf);
   c.text = strprintf("seed %#llx: %d nodes of up to %d%s, nodeOf {", (unsigned long long)seed,
@@ -132,14 +135,16 @@ Case makeCase(uint64_t seed) {
   for (int r = 0; r < n; ++r) c.text += strprintf(r ? ",%d" : "%d", c.nodeOf[r]);
   c.text += strprintf("}, slot %llu B x %d, maxPut %llu B, entry %s, rounds/batch %d, window %d, "
                       ">= %d chunks of >= %llu B, entry lead %d, release up to %d, join below %llu B "
-                      "by %d, calls:",
+                      "by %d, %s puts, fit from %d nodes within %llu B, calls:",
                       (unsigned long long)c.options.slotBytes, c.options.slots,
                       (unsigned long long)c.options.maxPutBytes,
                       c.options.entrySignals ? "signals" : "barrier", roundsPerBatch(c.options),
                       creditWindow(c.options), c.options.minChunksPerRound,
                       (unsigned long long)c.options.minChunkBytes, c.options.entryLead,
                       c.options.releaseRelayUpTo,
-                      (unsigned long long)c.options.joinForwardsBelow, c.options.joinForwardsSteps);
+                      (unsigned long long)c.options.joinForwardsBelow, c.options.joinForwardsSteps,
+                      c.options.quietPuts ? "quiet" : "loud", c.options.fitSlotsFrom,
+                      (unsigned long long)c.options.fitWindowBytes);
   for (int k = 0; k < nCalls; ++k) {
     // Blocks of a tenth of a slot up to ~3 slots, capped so the op count stays small.
     const uint64_t tenths = uniform(rng, 1, 30);

@@ -332,6 +332,7 @@ plan::Options planOptionsOf(const Config& cfg, int nNodes) {
   opt.lastRoundMinChunkBytes = plan::libraryLastRoundMinChunkBytes();
   opt.releaseRelayUpTo = plan::libraryReleaseRelayUpTo();
   opt.joinForwardsBelow = plan::libraryJoinForwardsBelow();
+  opt.fitWindowBytes = plan::libraryFitWindowBytes();
   return opt;
 }
 

@@ -111,6 +111,14 @@ const char* opName(const Op& op) {
 
 }  // namespace
 
+char* Executor::peerLocal(const Op& op, const CallBuffers& b) const {
+  const PeerTarget& t = op.dst.region == Region::kRelay ? b.peerRelay[op.peer] : b.peerRecv[op.peer];
+  const uint64_t offset = op.dst.region == Region::kRelay
+                              ? op.dst.offset
+                              : b.peerRecvOffset[op.peer][op.dst.block] + op.dst.offset;
+  return static_cast<char*>(t.local) + offset;
+}
+
 char* Executor::local(const plan::Loc& loc, const CallBuffers& b) const {
   switch (loc.region) {
     case Region::kSend: return const_cast<char*>(b.send) + b.sendOffset[loc.block] + loc.offset;
@@ -134,6 +142,12 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
       return;
     }
     case OpKind::kPut: {
+      if (op.quiet) {  // a CE put: a later put to the peer on this stream writes the count
+        CopyDesc c{peerLocal(op, b), local(op.src, b), op.bytes};
+        s.copy(&c, 1);
+        ctx_.signals.ceSignal(op.peer, op.ctx, op.sigIdx);
+        return;
+      }
       if (!op.gather.empty()) {
         const std::vector<FabricIov> srcs = gatherSources(op, b);
         rma.putGather(s, srcs.data(), srcs.size(), op.peer, b.peerRelay[op.peer], op.dst.offset,
@@ -167,7 +181,8 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
 // batch's memory ops are all signal writes (no wait, ready flag or progress mark: `ordered`),
 // raises that write's value instead of adding one: the copies of both ran before any of them
 // (a relay's joined forwards of several chunks to one receiver cost one write, plan.h
-// Options::joinForwardsBelow). Anything else (staged proxy puts, copies through the
+// Options::joinForwardsBelow). A quiet put (plan.h Op::quiet) counts its signal and writes
+// none: a later put to the same peer, on the same stream (streamFor), writes the count. Anything else (staged proxy puts, copies through the
 // copy-engine loop) is enqueued on its own.
 bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
   const bool ce = op.kind == OpKind::kPut && ctx_.topo.sameNode(op.peer, ctx_.rank);
@@ -183,14 +198,9 @@ bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers&
     batch.copies.push_back({local(op.dst, b), local(op.src, b), op.bytes});
     return true;
   }
-  if (op.bytes) {
-    const PeerTarget& t = op.dst.region == Region::kRelay ? b.peerRelay[op.peer] : b.peerRecv[op.peer];
-    uint64_t offset = op.dst.region == Region::kRelay
-                          ? op.dst.offset
-                          : b.peerRecvOffset[op.peer][op.dst.block] + op.dst.offset;
-    batch.copies.push_back({static_cast<char*>(t.local) + offset, local(op.src, b), op.bytes});
-  }
+  if (op.bytes) batch.copies.push_back({peerLocal(op, b), local(op.src, b), op.bytes});
   WriteDesc sig = ctx_.signals.ceSignal(op.peer, op.ctx, op.sigIdx);
+  if (op.quiet) return true;  // a later put of this stream to the peer writes the count
   if (!batch.ordered)
     for (MemOpDesc& m : batch.memOps)
       if (m.addr == sig.addr) {

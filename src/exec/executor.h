@@ -124,6 +124,8 @@ class Executor {
   void flushAll(Batches& batches);
   void enqueueOp(Stream& s, const plan::Op& op, const CallBuffers& b);
   char* local(const plan::Loc& loc, const CallBuffers& b) const;
+  // Where a CE put to a node-mate writes, through this rank's mapping of the peer's buffer.
+  char* peerLocal(const plan::Op& op, const CallBuffers& b) const;
   Event& nextEvent();
   // Appends to `batch` the write of its stream's next progress value; returns the wait for it.
   WaitDesc markProgress(Batch& batch);

@@ -77,6 +77,11 @@ struct Op {
   // from dst (a relay chunk made of several send blocks' segments, one put and one signal
   // instead of one of each per segment; `src` is then unused). Empty: the put reads src.
   std::vector<Segment> gather;
+  // A kCePut put whose signal write is left to the next put on its lane to the same peer and
+  // signal, in the same call (Options::quietPuts): the signal still counts it, but its value
+  // reaches the peer only with that later put's, whose copy runs after this one's (a lane is
+  // in order). Nothing may wait for the count it reaches alone.
+  bool quiet = false;
 };
 
 // Calls f(src, dstOffset, bytes) for each source of a put or copy: its gather segments, or src
@@ -160,6 +165,16 @@ struct Options {
   // most of a call's rounds in flight at once and 8-node calls lost up to 0.12 of their bound
   // in rmacc-sim) and orders the node rounds in pairs there (plan::usePairedRounds).
   int fitSlotsFrom = 0;
+  // Deeper fitting (RESULTS §30): a fitted call halves its slots again (up to 8 x slots) while
+  // its largest payload still fits half a slot and the slots hold less than this many bytes of
+  // it (0: one halving only). The credit window is the slot count, and a relay's credit loop
+  // (a chunk's write out and in, its forwards, the credit's write out and in: ~30-40 us in
+  // rmacc-sim's h200 preset) is fixed in time, so small chunks need more of them in flight:
+  // uniform 16 MiB on 96 / 128 x 8 GPUs (149 / 112 KiB payloads) 0.60 / 0.49 -> 0.79 / 0.62 of
+  // the bound with 16 slots. A wider window costs where the chunks already cover the loop
+  // (224 KiB on 64 nodes: 0.91 -> 0.85 with 16) and for skewed traffic, whose largest payload
+  // keeps the slots few here. The library sets libraryFitWindowBytes().
+  uint64_t fitWindowBytes = 0;
   // Relay release (RESULTS §25), on communicators of 2 .. this many nodes whose slots are not
   // fitted (0: never). A call's first relay steps reuse slots of the call before, so each
   // waited for a credit the relay sent once it had started the call: at 2 nodes the first relay
@@ -183,6 +198,12 @@ struct Options {
   // step's credit back by 3 chunks of wire, and the writers' puts two positions on waited for
   // it (RESULTS §29): pairs keep most of the batching and little of that wait.
   int joinForwardsSteps = 2;
+  // Quiet puts (RESULTS §30): a rank's CE puts with data to one receiver signal only with the
+  // last of them in the call (Op::quiet). The receiver waits for each source's data once, for
+  // its total, at the end (completion waits), so the signal writes of earlier puts told it
+  // nothing; on the copy stream each was a memory-op item (~0.6 us on H200), and a relay
+  // forwarding small chunks to its 7 node-mates wrote one per receiver and step.
+  bool quietPuts = true;
 };
 
 // Rounds per batch that `options` allows: roundsPerBatch capped at creditWindow(options) / 2,

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "plan/plan_internal.h"
 
 namespace rmacc::plan {
 
@@ -50,6 +51,21 @@ std::vector<int> depsOf(std::initializer_list<int> ids) {
   for (int id : ids)
     if (id >= 0) deps.push_back(id);
   return deps;
+}
+
+void quietEarlierPuts(const Topology& topo, int rank, const Options& options,
+                      std::vector<Op>& ops) {
+  if (!options.quietPuts) return;
+  std::vector<char> signalled(topo.nodeSize(topo.nodeOf(rank)), 0);  // by the peer's local rank
+  for (size_t i = ops.size(); i-- > 0;) {
+    Op& op = ops[i];
+    if (op.kind != OpKind::kPut || op.lane != Lane::kCePut || op.bytes == 0 ||
+        op.ctx != kPlanCtxColl || op.sigIdx != kSigData || !topo.sameNode(rank, op.peer))
+      continue;
+    char& later = signalled[topo.localRankOf(op.peer)];
+    op.quiet = later;
+    later = 1;
+  }
 }
 
 std::vector<Op> sortDrafts(std::vector<Draft>& drafts, int rank) {
@@ -114,10 +130,17 @@ bool usePairedRounds(int nNodes, const Options& options) { return fitsSlots(nNod
 
 Options callOptions(const Options& base, uint64_t largestPayload, int nNodes) {
   Options o = base;
-  if (fitsSlots(nNodes, base) && base.minChunksPerRound <= 1 &&
-      base.slotBytes >= 2 && largestPayload <= base.slotBytes / 2) {
-    o.slots = base.slots * 2;
-    o.slotBytes = base.slotBytes / 2;
+  if (!fitsSlots(nNodes, base) || base.minChunksPerRound > 1) return o;
+  auto halve = [&] {
+    // An odd slot does not halve into the same relay memory (the relay buffer stays put).
+    if (o.slotBytes < 2 || o.slotBytes % 2 || largestPayload > o.slotBytes / 2) return false;
+    o.slots *= 2;
+    o.slotBytes /= 2;
+    return true;
+  };
+  if (!halve()) return o;
+  while (o.slots < 8 * base.slots && (uint64_t)o.slots * largestPayload < base.fitWindowBytes &&
+         halve()) {
   }
   return o;
 }

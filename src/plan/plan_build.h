@@ -157,6 +157,11 @@ inline bool slotsFitted(const Options& base, const Options& call) {
 // Options::fitSlotsFrom as the library sets it for `slots` slots: more node rounds than four
 // times the slots (RESULTS §20.4). rmacc-sim plans with the same.
 inline int libraryFitSlotsFrom(int slots) { return 4 * slots + 2; }
+// Options::fitWindowBytes as the library sets it: 1.5 MiB, 30 us of a 50 GB/s NIC. Uniform
+// 16 MiB on 64 x 8 GPUs, 8 slots of its 224 KiB payloads (1.75 MiB), is best as it is; on 96 /
+// 128 nodes 16 slots (2.3 / 1.8 MiB) lift it from 0.60 / 0.49 to 0.79 / 0.62 of the bound
+// (rmacc-sim h200, RESULTS §30).
+inline uint64_t libraryFitWindowBytes() { return 3ull << 19; }
 // Options::minChunksPerRound as the library sets it on nNodes: 2 up to 5 nodes, else 0 (chunks
 // of a slot). With few node rounds the last chunk's forwards are the call's tail; two chunks,
 // with the direct put after them at 2 nodes (directPositions), overlap them with the wire
@@ -339,6 +344,12 @@ inline EntryPositions remoteEntryPositions(int directPos, const Options& options
   return {signal, directPos,
           earlySignalPhase(topo, options, roundBase, dest, writer, signal, directPos)};
 }
+
+// Marks Op::quiet (Options::quietPuts) on rank `rank`'s ops in lane order: every CE put with
+// data on the data signal but the last to each receiver. Both planners call it on their sorted
+// lists: it reads nothing but the rank's own ops.
+void quietEarlierPuts(const Topology& topo, int rank, const Options& options,
+                      std::vector<Op>& ops);
 
 // Orders one rank's drafts by key (stable) and remaps deps to the new indices. `rank` is for
 // error messages only.

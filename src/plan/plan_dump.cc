@@ -74,7 +74,8 @@ std::string formatOp(const Op& op, int rank, int index) {
     case OpKind::kPut:
       s += strprintf("-> r%d ", op.peer);
       if (op.bytes > 0) s += strprintf("%s <- %s ", locText(op.dst).c_str(), sourceText(op).c_str());
-      s += strprintf("%lluB %s", bytes, sigText(op.ctx, op.sigIdx).c_str());
+      s += strprintf("%lluB %s%s", bytes, sigText(op.ctx, op.sigIdx).c_str(),
+                     op.quiet ? " quiet" : "");
       break;
     case OpKind::kCopy:
       s += strprintf("copy %s <- %s %lluB", locText(op.dst).c_str(), locText(op.src).c_str(),

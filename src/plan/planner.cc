@@ -459,6 +459,7 @@ void Planner::finish(Plan& plan) {
   plan.nBatches = 0;
   for (int r = 0; r < n_; ++r) {
     plan.ranks[r].ops = sortDrafts(drafts_[r], r);
+    quietEarlierPuts(topo_, r, opt_, plan.ranks[r].ops);
     for (const Op& op : plan.ranks[r].ops) plan.nBatches = std::max(plan.nBatches, op.batch + 1);
   }
 }

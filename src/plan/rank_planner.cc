@@ -523,6 +523,7 @@ void RankPlanner::run(RankPlanResult& out) {
   addFinalWaits();
   addRelease();
   sortInto(out.plan);
+  quietEarlierPuts(topo_, me_, opt_, out.plan.ops);
   out.relayStepsAfter = step_;
   out.work = work_;
 }

@@ -3,7 +3,8 @@
 // Model (what the executor guarantees, and nothing more): each lane of a rank is an in-order
 // queue; its head op runs once its deps are done and, for a wait, once the counter
 // (self, ctx, sig, peer) has reached the rank's cumulative expectation. A put lands its bytes at
-// once and then bumps the target's counter; counters only grow and are never reset. A rank
+// once and then bumps the target's counter, but a quiet put's bump (Op::quiet) shows only with
+// the next put's to that counter; counters only grow and are never reset. A rank
 // starts call c+1 only after all its ops of call c are done, and without entry signals only
 // after every rank finished call c (the executor's barrier).
 //
@@ -133,6 +134,7 @@ class Engine {
   const int n_;
   std::vector<RankState> st_;
   std::vector<uint64_t> arrived_;   // signals that reached each counter
+  std::vector<uint64_t> held_;      // quiet puts' signals not yet carried by a later put
   std::vector<uint64_t> consumed_;  // what the waits of the counter's rank have consumed
   std::vector<RelayMemory> relay_;
   std::vector<std::vector<Coverage>> recv_;  // [call][dest * n + origin]
@@ -146,7 +148,7 @@ Engine::Engine(const std::vector<Plan>& calls, const std::vector<RelayOracle>& o
                const CounterIds& counters, Policy policy)
     : calls_(calls), oracles_(oracles), counters_(counters), policy_(policy),
       n_(calls[0].topo.nRanks()), st_(n_), arrived_(counters.size(), 0),
-      consumed_(counters.size(), 0), relay_(n_), recv_(calls.size()),
+      held_(counters.size(), 0), consumed_(counters.size(), 0), relay_(n_), recv_(calls.size()),
       finishedCalls_(calls.size(), 0), isDirty_((size_t)n_ * kNumLanes, 0) {}
 
 void Engine::failOp(int r, int i, const std::string& why) const {
@@ -264,7 +266,12 @@ void Engine::execute(int r, int lane) {
     if (op.bytes > 0) applyData(r, i, op);
     if (op.kind == OpKind::kPut) {
       const uint32_t c = counterOf(r, i);
-      arrived_[c]++;
+      if (op.quiet) {
+        held_[c]++;
+      } else {
+        arrived_[c] += 1 + held_[c];
+        held_[c] = 0;
+      }
       for (int l = 0; l < kNumLanes; ++l)  // credit waits sit on the proxy-put lane
         if (st_[op.peer].lanes[l].blockedCounter == c) markDirty(op.peer, l);
     }
@@ -461,6 +468,9 @@ void Engine::reportDeadlock() const {
 // satisfy a wait of a later call too early.
 void Engine::checkSignals() const {
   for (uint32_t c = 0; c < arrived_.size(); ++c) {
+    if (held_[c] > 0)
+      fail("%s: %llu quiet puts' signals never went out", counters_.describe(c).c_str(),
+           (unsigned long long)held_[c]);
     if (arrived_[c] == consumed_[c]) continue;
     fail("%s got %llu signals but its waits consumed %llu", counters_.describe(c).c_str(),
          (unsigned long long)arrived_[c], (unsigned long long)consumed_[c]);

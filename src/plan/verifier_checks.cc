@@ -1,5 +1,7 @@
 // The verifier's static part: shapes, carries, op well-formedness, and the relay-layout oracle.
 #include <cstdarg>
+#include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "plan/plan_build.h"
@@ -109,6 +111,8 @@ void checkOp(const Plan& plan, int call, int r, int i) {
     fail("%s: no such signal (ctx %d, sig %d)", what().c_str(), op.ctx, op.sigIdx);
   }
   if (!op.gather.empty()) checkGather(op, what);
+  if (op.quiet && (op.kind != OpKind::kPut || op.lane != Lane::kCePut))
+    fail("%s: only a CE put may leave its signal to a later put", what().c_str());
   const bool local = t.sameNode(r, op.peer);
   const bool isPut = op.kind == OpKind::kPut;
   // A writer's wait for a relay's credit gates nothing but its next put there, so it sits on
@@ -126,6 +130,22 @@ void checkOp(const Plan& plan, int call, int r, int i) {
   if (op.lane != want) {
     fail("%s: a %s %s r%d belongs on the %s lane", what().c_str(), isPut ? "put to" : "wait on",
          local ? "local" : "remote", op.peer, laneName(want));
+  }
+}
+
+// A quiet put's signal goes out with a later put of the call on its lane to the same counter
+// (Op::quiet): one must follow, or the receiver never learns of its bytes.
+void checkQuietPuts(const Plan& plan, int call, int r) {
+  const auto& ops = plan.ranks[r].ops;
+  std::set<std::tuple<int, int, int>> later;  // (peer, ctx, sig) of puts after the one at hand
+  for (int i = (int)ops.size() - 1; i >= 0; --i) {
+    const Op& op = ops[i];
+    if (op.kind != OpKind::kPut || op.lane != Lane::kCePut) continue;
+    const auto key = std::make_tuple(op.peer, op.ctx, op.sigIdx);
+    if (op.quiet && !later.count(key))
+      fail("%s: a quiet put with no later put to r%d on its signal to carry it",
+           opText(plan, call, r, i).c_str(), op.peer);
+    later.insert(key);
   }
 }
 
@@ -155,8 +175,10 @@ void checkCall(const std::vector<Plan>& calls, const std::vector<RelayOracle>& o
     fail("call %d: relayBytes %llu exceeds slots x slotBytes", c,
          (unsigned long long)p.relayBytes);
   }
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < n; ++r) {
     for (int i = 0; i < (int)p.ranks[r].ops.size(); ++i) checkOp(p, c, r, i);
+    checkQuietPuts(p, c, r);
+  }
 }
 
 }  // namespace

@@ -50,6 +50,9 @@ const char* kUsage =
     "          (node rounds as the library orders them, NCCL's k(k+1)/2 order, or 1, N-1,\n"
     "          2, N-2, ...)\n"
     "          --no-fit-slots (Options::fitSlotsFrom 0: one relay geometry for every call)\n"
+    "          --fit-window SIZE (Options::fitWindowBytes: fitted calls halve their slots\n"
+    "          again while they hold less than SIZE of the largest payload; 0: once;\n"
+    "          default the library's, 1.5M)\n"
     "          --release-up-to N (Options::releaseRelayUpTo: relays release their next call's\n"
     "          first slots at the end of each call on up to N nodes; 0: never; default the\n"
     "          library's, 17)\n"
@@ -57,6 +60,8 @@ const char* kUsage =
     "          one position with smaller chunks forward as one batch; 0: never; default\n"
     "          the library's, 384K)  --join-forwards-steps K (Options::joinForwardsSteps:\n"
     "          at most K steps a batch; 0: the whole position; default 2)\n"
+    "          --loud-puts (Options::quietPuts off: every CE put with data writes its\n"
+    "          signal, not only a rank's last to each receiver)\n"
     "run:      --schedule rmacc|direct|pxn|all  --no-verify  --trace FILE  --json\n";
 
 double number(const std::string& opt, const char* v) {
@@ -98,6 +103,7 @@ SimOptions parseOptions(int argc, char** argv) {
   o.planner.lastRoundMinChunks = -1;  // the library's, unless --last-chunks
   o.planner.releaseRelayUpTo = plan::libraryReleaseRelayUpTo();
   o.planner.joinForwardsBelow = plan::libraryJoinForwardsBelow();
+  o.planner.fitWindowBytes = plan::libraryFitWindowBytes();
   o.planner.lastRoundMinChunkBytes = ~0ull;  // the library's, unless --last-chunk-bytes
   Cluster& c = o.cluster;
   MoeRouter& m = o.traffic.moe;
@@ -108,6 +114,7 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--preset", [&](auto&, auto v) { c = preset(v); }},
       {"--release-up-to", [&](auto& k, auto v) { o.planner.releaseRelayUpTo = integer(k, v, 0, 4096); }},
       {"--join-forwards-below", [&](auto& k, auto v) { o.planner.joinForwardsBelow = size(k, v); }},
+      {"--fit-window", [&](auto& k, auto v) { o.planner.fitWindowBytes = size(k, v); }},
       {"--join-forwards-steps",
        [&](auto& k, auto v) { o.planner.joinForwardsSteps = integer(k, v, 0, 1024); }},
       {"--nodes", [&](auto& k, auto v) { c.nodes = integer(k, v, 1, 4096); }},
@@ -197,6 +204,7 @@ SimOptions parseOptions(int argc, char** argv) {
     else if (k == "--signal-endpoint") c.signalEndpoint = true;
     else if (k == "--no-pace") c.paceLeadUs = -1;
     else if (k == "--no-fit-slots") fit = false;
+    else if (k == "--loud-puts") o.planner.quietPuts = false;
     else if (k == "--bottleneck-sharing") c.maxMinSharing = false;
     else if (k == "--nic-fifo") {
       c.nicQueuePerPeer = c.maxMinSharing = false;

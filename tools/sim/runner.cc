@@ -69,6 +69,7 @@ class Run {
   };
   struct Counter {
     uint64_t value = 0;
+    uint64_t held = 0;  // quiet puts' signals, which the next put's write carries (Op::quiet)
     std::vector<int> waiters;  // op indices on the counter's rank
     OpRef lastFrom;
   };
@@ -275,7 +276,7 @@ double Run::callCost(int r, const std::vector<int>& group) const {
   int copies = 0, signals = 0;
   for (int i : group) {
     copies += ops[i].bytes > 0;
-    signals += ops[i].kind == OpKind::kPut;
+    signals += ops[i].kind == OpKind::kPut && !ops[i].quiet;
   }
   return batch(copies, c_.enqueueCopyCallUs, c_.enqueueCopyItemUs) +
          batch(signals, c_.enqueueMemopCallUs, c_.enqueueMemopItemUs);
@@ -438,7 +439,8 @@ void Run::startCeCall(int r, int g) {
 
 // The signal writes of a CE call, one memory-op batch (a local copy has none). Puts of the
 // call to one signal of one peer share one write, at the first one's place, of the last one's
-// value (src/exec/executor.cc batchOp): their copies all ran before any signal of the call.
+// value (src/exec/executor.cc batchOp): their copies all ran before any signal of the call. A
+// quiet put writes none.
 void Run::writeSignals(int r, int g) {
   double t = fluid_.now();
   int k = 0;
@@ -451,6 +453,11 @@ void Run::writeSignals(int r, int g) {
   for (int i : ranks_[r].groups[g]) {
     const Op& op = plan_.ranks[r].ops[i];
     if (op.kind == OpKind::kCopy) {
+      finish(r, i);
+      continue;
+    }
+    if (op.quiet) {  // no write: the stream's next put to the peer carries its count
+      ++counters_[key(op.peer, r, op.ctx, op.sigIdx)].held;
       finish(r, i);
       continue;
     }
@@ -600,7 +607,8 @@ void Run::landRelay(int r, int64_t bytes) {
 
 void Run::deliver(int to, int from, int ctx, int sig, OpRef by) {
   Counter& k = counters_[key(to, from, ctx, sig)];
-  ++k.value;
+  k.value += 1 + k.held;
+  k.held = 0;
   k.lastFrom = by;
   RankState& st = ranks_[to];
   auto& w = k.waiters;
