@@ -232,6 +232,35 @@ TEST(SimModel, ConsecutiveForwardsAreOneBackendCall) {
   EXPECT_NEAR(simulate(plan(kChained), c).timeUs, 13, 1e-9);
 }
 
+// Quiet puts (plan::Op::quiet): r0 forwards three 10,000-byte chunks to r1, each after the one
+// before (three backend calls: launch 2 us, copy 1, signal 1), and r1 waits for all three
+// signals (1 us). Every put signalling: 3 x 4 + 1 = 13 us. The first two quiet: their calls
+// end with their copies and the last put's write carries all three counts: 3 + 3 + 4 + 1 = 11.
+TEST(SimModel, QuietPutsLeaveTheirSignalToTheLast) {
+  const int kColl = plan::kPlanCtxColl;
+  auto plan = [&](bool quiet) {
+    plan::Plan p;
+    p.topo = Topology::blocks(2, 4);
+    p.bytes.assign(64, 0);
+    p.bytes[1] = 30000;
+    p.ranks.resize(8);
+    auto& r0 = p.ranks[0].ops;
+    for (int k = 0; k < 3; ++k) {
+      r0.push_back(op(OpKind::kPut, Lane::kCePut, 1, 10000, kColl, plan::kSigData, 0,
+                      k ? std::vector<int>{k - 1} : std::vector<int>{}, Region::kRelay,
+                      Region::kRecv));
+      r0.back().quiet = quiet && k < 2;
+    }
+    p.ranks[1].ops.push_back(op(OpKind::kWait, Lane::kCeWait, 0, 0, kColl, plan::kSigData, 3, {}));
+    return p;
+  };
+  Cluster c = bare(2, 4);
+  c.ceOpUs = 2;
+  c.memopUs = 1;
+  EXPECT_NEAR(simulate(plan(false), c).timeUs, 13, 1e-9);
+  EXPECT_NEAR(simulate(plan(true), c).timeUs, 11, 1e-9);
+}
+
 // Copy streams (Cluster::ceStreams, RMACC_CE_STREAMS): r0 signals node-mates r1 and r2, a
 // signal write 1 us (0.25 a further one in a batch), a wait 1 us. On one stream both writes are
 // one batch: r2's lands at 1.25, its wait ends at 2.25. On two (mates of odd and even local
