@@ -1233,7 +1233,7 @@ TEST(VerifierRejects, QuietPutToAnotherNode) {
   auto puts = find(p, 0, [](const Op& op) { return op.kind == OpKind::kPut && op.bytes > 0; });
   ASSERT_EQ(puts.size(), 3u);
   p.ranks[0].ops[puts[0]].quiet = true;
-  expectCaught({p}, "only a CE put may leave its signal");
+  expectCaught({p}, "only a CE put with data may leave its signal");
 }
 
 // A quiet put's count reaches the receiver only with the next put's write: a wait for the

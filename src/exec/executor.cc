@@ -182,8 +182,8 @@ void Executor::enqueueOp(Stream& s, const Op& op, const CallBuffers& b) {
 // raises that write's value instead of adding one: the copies of both ran before any of them
 // (a relay's joined forwards of several chunks to one receiver cost one write, plan.h
 // Options::joinForwardsBelow). A quiet put (plan.h Op::quiet) counts its signal and writes
-// none: a later put to the same peer, on the same stream (streamFor), writes the count. Anything else (staged proxy puts, copies through the
-// copy-engine loop) is enqueued on its own.
+// none: a later put to the same peer, on the same stream (streamFor), writes the count.
+// Anything else (staged proxy puts, copies through the copy-engine loop) is enqueued on its own.
 bool Executor::batchOp(Batch& batch, Stream& s, const Op& op, const CallBuffers& b) {
   const bool ce = op.kind == OpKind::kPut && ctx_.topo.sameNode(op.peer, ctx_.rank);
   const bool copy = op.kind == OpKind::kCopy && copier_->mode() == LocalCopyMode::kDirect;

@@ -77,10 +77,10 @@ struct Op {
   // from dst (a relay chunk made of several send blocks' segments, one put and one signal
   // instead of one of each per segment; `src` is then unused). Empty: the put reads src.
   std::vector<Segment> gather;
-  // A kCePut put whose signal write is left to the next put on its lane to the same peer and
-  // signal, in the same call (Options::quietPuts): the signal still counts it, but its value
-  // reaches the peer only with that later put's, whose copy runs after this one's (a lane is
-  // in order). Nothing may wait for the count it reaches alone.
+  // A kCePut put with data whose signal write is left to the next put on its lane to the
+  // same peer and signal, in the same call (Options::quietPuts): the signal still counts it,
+  // but its value reaches the peer only with that later put's, whose copy runs after this
+  // one's (a lane is in order). Nothing may wait for the count it reaches alone.
   bool quiet = false;
 };
 

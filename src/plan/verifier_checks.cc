@@ -111,8 +111,8 @@ void checkOp(const Plan& plan, int call, int r, int i) {
     fail("%s: no such signal (ctx %d, sig %d)", what().c_str(), op.ctx, op.sigIdx);
   }
   if (!op.gather.empty()) checkGather(op, what);
-  if (op.quiet && (op.kind != OpKind::kPut || op.lane != Lane::kCePut))
-    fail("%s: only a CE put may leave its signal to a later put", what().c_str());
+  if (op.quiet && (op.kind != OpKind::kPut || op.lane != Lane::kCePut || op.bytes == 0))
+    fail("%s: only a CE put with data may leave its signal to a later put", what().c_str());
   const bool local = t.sameNode(r, op.peer);
   const bool isPut = op.kind == OpKind::kPut;
   // A writer's wait for a relay's credit gates nothing but its next put there, so it sits on
