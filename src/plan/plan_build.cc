@@ -139,9 +139,9 @@ Options callOptions(const Options& base, uint64_t largestPayload, int nNodes) {
     return true;
   };
   if (!halve()) return o;
-  while (o.slots < 8 * base.slots && (uint64_t)o.slots * largestPayload < base.fitWindowBytes &&
-         halve()) {
-  }
+  // Again while the slots hold less than the window of the largest payload, up to 8 x slots.
+  while (o.slots < 8 * base.slots && (uint64_t)o.slots * largestPayload < base.fitWindowBytes)
+    if (!halve()) break;
   return o;
 }
 
