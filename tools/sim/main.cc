@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
       info.planMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                         .count();
       info.batches = plan.nBatches;
+      if (plan.relayBytes > 0) {
+        info.slots = plan.options.slots;
+        info.slotBytes = plan.options.slotBytes;
+      }
       for (const auto& r : plan.ranks) info.ops += r.ops.size();
       std::string trace = o.tracePath;
       if (!trace.empty() && o.schedules.size() > 1) trace += std::string(".") + scheduleName(s);

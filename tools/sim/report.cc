@@ -10,8 +10,13 @@ void printReport(FILE* out, const SimOptions& o, const RunInfo& info, const Resu
   const Cluster c = clusterFor(info.schedule, o.cluster);
   fprintf(out, "# rmacc-sim: %s schedule\n# cluster: %s\n# traffic: %s\n",
           scheduleName(info.schedule), c.describe().c_str(), o.traffic.describe().c_str());
-  fprintf(out, "# plan: %zu ops, %d batches, built%s in %.1f ms\n", info.ops, info.batches,
-          o.verify && info.schedule == Schedule::kRmacc ? " and verified" : "", info.planMs);
+  const std::string relay =
+      info.slots ? strprintf(", %d relay slots of %llu bytes", info.slots,
+                             (unsigned long long)info.slotBytes)
+                 : std::string();
+  fprintf(out, "# plan: %zu ops, %d batches%s, built%s in %.1f ms\n", info.ops, info.batches,
+          relay.c_str(), o.verify && info.schedule == Schedule::kRmacc ? " and verified" : "",
+          info.planMs);
   fprintf(out, "time %.1f us   algbw %.2f GB/s   busbw %.2f GB/s   (%.0f bytes/rank mean)\n",
           r.timeUs, r.algbw, r.busbw, r.meanBytesPerRank);
   if (c.nodes > 1) {
@@ -60,14 +65,15 @@ void printJson(FILE* out, const SimOptions& o, const RunInfo& info, const Result
           "\"bound_algbw\":%.4f,\"host_us\":%.3f,\"host_bound\":%s,\"relay_high_water\":%llu,"
           "\"cp_host_us\":%.3f,\"cp_copy_us\":%.3f,\"cp_network_us\":%.3f,\"cp_stream_us\":%.3f,"
           "\"proxy_busy_us\":%.3f,\"proxy_thread_busy_us\":%.3f,\"proxy_bound\":%s,"
-          "\"node_bound_us\":%.3f,\"ops\":%zu,\"plan_ms\":%.1f}\n",
+          "\"node_bound_us\":%.3f,\"ops\":%zu,\"plan_ms\":%.1f,\"slots\":%d,"
+          "\"slot_bytes\":%llu}\n",
           scheduleName(info.schedule), c.nodes, c.gpusPerNode, c.nicGBps,
           kinds[(int)o.traffic.kind], r.meanBytesPerRank, r.timeUs, r.algbw, r.busbw,
           boundAlgbw(c), r.hostUs, r.hostBound ? "true" : "false",
           (unsigned long long)r.relayHighWater, r.critical.hostUs, r.critical.copyUs,
           r.critical.networkUs, r.critical.streamUs, r.proxyBusyMaxUs, r.proxyThreadBusyMaxUs,
           r.proxyBound() ? "true" : "false", r.nodeBoundUs, info.ops,
-          info.planMs);
+          info.planMs, info.slots, (unsigned long long)info.slotBytes);
 }
 
 }  // namespace rmacc::sim

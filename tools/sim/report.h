@@ -13,6 +13,10 @@ struct RunInfo {
   double planMs = 0;       // building (and verifying) the plan, on this machine
   size_t ops = 0;          // ops over all ranks
   int batches = 0;
+  // The relay geometry the call was planned with (Plan::options, after callOptions: fitted
+  // calls take more, smaller slots); 0 where the schedule has no relay.
+  int slots = 0;
+  uint64_t slotBytes = 0;
 };
 
 // The network bound on algbw for uniform traffic: every GPU sends (N-1)/N of its bytes through
