@@ -1,6 +1,7 @@
 #include "schedules.h"
 
 #include "core/error.h"
+#include "plan/plan_build.h"
 #include "plan/plan_internal.h"
 #include "plan/planner.h"
 #include "plan/verifier.h"
@@ -26,37 +27,14 @@ class Builder {
   uint64_t count(int s, int d) const { return bytes_[(size_t)s * t_.nRanks() + d]; }
   int put(int rank, Lane lane, int peer, Loc src, Loc dst, uint64_t len, int sig,
           std::vector<int> deps = {}) {
-    Op op;
-    op.lane = lane;
-    op.peer = peer;
-    op.src = src;
-    op.dst = dst;
-    op.bytes = len;
-    op.ctx = plan::kPlanCtxColl;
-    op.sigIdx = sig;
-    op.deps = std::move(deps);
-    return push(rank, std::move(op));
+    return push(rank, plan::putOp(lane, peer, src, dst, len, plan::kPlanCtxColl, sig,
+                                  std::move(deps)));
   }
   int wait(int rank, Lane lane, int peer, int sig, uint32_t n) {
-    Op op;
-    op.kind = OpKind::kWait;
-    op.lane = lane;
-    op.peer = peer;
-    op.ctx = plan::kPlanCtxColl;
-    op.sigIdx = sig;
-    op.count = n;
-    return push(rank, std::move(op));
+    return push(rank, plan::waitOp(lane, peer, plan::kPlanCtxColl, sig, n));
   }
   void copySelf(int r) {
-    if (!count(r, r)) return;
-    Op op;
-    op.kind = OpKind::kCopy;
-    op.lane = Lane::kCePut;
-    op.peer = r;
-    op.src = {Region::kSend, r, 0};
-    op.dst = {Region::kRecv, r, 0};
-    op.bytes = count(r, r);
-    push(r, std::move(op));
+    if (count(r, r)) push(r, plan::selfCopyOp(r, count(r, r)));
   }
   // Intra-node CE puts in rotated local order, as the planner does.
   void intraNode(int r) {
