@@ -1062,6 +1062,28 @@ TEST(Planner, FittingHalvesAgainWhileTheSlotsHoldLittle) {
   EXPECT_EQ(callOptions(o, 3, 3).slots, 8);
 }
 
+// Deep fitting (Options::deepFitBelow = 8), 18 nodes x 2 (17 rounds), 2 slots of 64 bytes and
+// no window: a payload of 3 bytes halves once to 4 slots (fitting) and again to 8, as 17 rounds
+// outnumber 4 x 4 but not 4 x 8; one of 10 bytes stays at 4; so does 3 bytes with 9 rounds.
+TEST(Planner, FittingDeepensForSmallPayloadsWhileRoundsOutnumberTheSlots) {
+  const Topology t = Topology::blocks(18, 2);
+  Options o = opts(64, 2);
+  o.fitSlotsFrom = 2;
+  o.deepFitBelow = 8;
+  std::vector<std::vector<uint64_t>> calls;
+  for (uint64_t payload : {3, 10, 3})
+    calls.push_back(counts(36, [&](int s, int d) { return s == d ? 0 : payload; }));
+  std::vector<Plan> plans = planCalls(t, calls, o);
+  EXPECT_EQ(plans[0].options.slots, 8);
+  EXPECT_EQ(plans[1].options.slots, 4);
+  EXPECT_EQ(plans[2].options.slots, 8);
+  expectGood(plans);
+  EXPECT_EQ(callOptions(o, 3, 18).slots, 8);
+  EXPECT_EQ(callOptions(o, 3, 10).slots, 4);
+  o.deepFitBelow = 0;
+  EXPECT_EQ(callOptions(o, 3, 18).slots, 4);
+}
+
 TEST(Planner, BarrierModeHasNoEntrySignals) {
   Options o = opts(16, 2);
   o.entrySignals = false;

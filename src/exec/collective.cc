@@ -333,6 +333,7 @@ plan::Options planOptionsOf(const Config& cfg, int nNodes) {
   opt.releaseRelayUpTo = plan::libraryReleaseRelayUpTo();
   opt.joinForwardsBelow = plan::libraryJoinForwardsBelow();
   opt.fitWindowBytes = plan::libraryFitWindowBytes();
+  opt.deepFitBelow = plan::libraryDeepFitBelow();
   return opt;
 }
 

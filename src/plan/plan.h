@@ -175,6 +175,16 @@ struct Options {
   // (224 KiB on 64 nodes: 0.91 -> 0.85 with 16) and for skewed traffic, whose largest payload
   // keeps the slots few here. The library sets libraryFitWindowBytes().
   uint64_t fitWindowBytes = 0;
+  // And, for a largest payload below this many bytes, again (up to 8 x slots) while the node
+  // rounds outnumber four times the slots (0: never). The window above is a time of wire; with
+  // payloads this small a node round costs the proxy about as much as the wire (at 2 us a write,
+  // 6 writes a round on 4 threads: 3 us, 150 KB of a 50 GB/s NIC), its queues stretch the credit
+  // loop, and more steps in flight keep the NIC busy (rmacc-sim, uniform 16 MiB on 96 / 112 /
+  // 128 x 8 GPUs, 149 / 128 / 112 KiB payloads: 0.786 / 0.694 / 0.623 -> 0.817 / 0.803 / 0.716
+  // of the bound with 32 slots). Above it, or with few rounds, deeper costs: 80 nodes (179 KiB)
+  // 0.845 -> 0.825, uniform 4 MiB on 24 nodes (149 KiB, 23 rounds) 0.623 -> 0.598 (RESULTS
+  // §31). The library sets libraryDeepFitBelow().
+  uint64_t deepFitBelow = 0;
   // Relay release (RESULTS §25), on communicators of 2 .. this many nodes whose slots are not
   // fitted (0: never). A call's first relay steps reuse slots of the call before, so each
   // waited for a credit the relay sent once it had started the call: at 2 nodes the first relay

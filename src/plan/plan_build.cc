@@ -139,8 +139,15 @@ Options callOptions(const Options& base, uint64_t largestPayload, int nNodes) {
     return true;
   };
   if (!halve()) return o;
-  // Again while the slots hold less than the window of the largest payload, up to 8 x slots.
-  while (o.slots < 8 * base.slots && (uint64_t)o.slots * largestPayload < base.fitWindowBytes)
+  // Again, up to 8 x slots, while the slots hold less than the window of the largest payload,
+  // or the payloads are small (deepFitBelow) and the node rounds still outnumber four times
+  // the slots (as for fitting at all, libraryFitSlotsFrom).
+  auto deeper = [&] {
+    if (o.slots >= 8 * base.slots) return false;
+    if ((uint64_t)o.slots * largestPayload < base.fitWindowBytes) return true;
+    return largestPayload < base.deepFitBelow && 4 * o.slots < nNodes - 1;
+  };
+  while (deeper())
     if (!halve()) break;
   return o;
 }

@@ -162,6 +162,10 @@ inline int libraryFitSlotsFrom(int slots) { return 4 * slots + 2; }
 // 128 nodes 16 slots (2.3 / 1.8 MiB) lift it from 0.60 / 0.49 to 0.79 / 0.62 of the bound
 // (rmacc-sim h200, RESULTS §30).
 inline uint64_t libraryFitWindowBytes() { return 3ull << 19; }
+// Options::deepFitBelow as the library sets it: 160 KiB, between the payloads that gain from
+// the deepest slots (149 KiB at 96 x 8 GPUs, uniform 16 MiB) and those that lose (179 KiB at
+// 80; rmacc-sim h200, RESULTS §31).
+inline uint64_t libraryDeepFitBelow() { return 160ull << 10; }
 // Options::minChunksPerRound as the library sets it on nNodes: 2 up to 5 nodes, else 0 (chunks
 // of a slot). With few node rounds the last chunk's forwards are the call's tail; two chunks,
 // with the direct put after them at 2 nodes (directPositions), overlap them with the wire

@@ -52,7 +52,9 @@ const char* kUsage =
     "          --no-fit-slots (Options::fitSlotsFrom 0: one relay geometry for every call)\n"
     "          --fit-window SIZE (Options::fitWindowBytes: fitted calls halve their slots\n"
     "          again while they hold less than SIZE of the largest payload; 0: once;\n"
-    "          default the library's, 1.5M)\n"
+    "          default the library's, 1.5M)  --deep-fit-below SIZE (Options::deepFitBelow:\n"
+    "          and below SIZE of largest payload, again while the rounds outnumber 4 x the\n"
+    "          slots; 0: never; default the library's, 160K)\n"
     "          --release-up-to N (Options::releaseRelayUpTo: relays release their next call's\n"
     "          first slots at the end of each call on up to N nodes; 0: never; default the\n"
     "          library's, 17)\n"
@@ -104,6 +106,7 @@ SimOptions parseOptions(int argc, char** argv) {
   o.planner.releaseRelayUpTo = plan::libraryReleaseRelayUpTo();
   o.planner.joinForwardsBelow = plan::libraryJoinForwardsBelow();
   o.planner.fitWindowBytes = plan::libraryFitWindowBytes();
+  o.planner.deepFitBelow = plan::libraryDeepFitBelow();
   o.planner.lastRoundMinChunkBytes = ~0ull;  // the library's, unless --last-chunk-bytes
   Cluster& c = o.cluster;
   MoeRouter& m = o.traffic.moe;
@@ -115,6 +118,7 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--release-up-to", [&](auto& k, auto v) { o.planner.releaseRelayUpTo = integer(k, v, 0, 4096); }},
       {"--join-forwards-below", [&](auto& k, auto v) { o.planner.joinForwardsBelow = size(k, v); }},
       {"--fit-window", [&](auto& k, auto v) { o.planner.fitWindowBytes = size(k, v); }},
+      {"--deep-fit-below", [&](auto& k, auto v) { o.planner.deepFitBelow = size(k, v); }},
       {"--join-forwards-steps",
        [&](auto& k, auto v) { o.planner.joinForwardsSteps = integer(k, v, 0, 1024); }},
       {"--nodes", [&](auto& k, auto v) { c.nodes = integer(k, v, 1, 4096); }},
