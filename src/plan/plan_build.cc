@@ -141,11 +141,11 @@ Options callOptions(const Options& base, uint64_t largestPayload, int nNodes) {
   if (!halve()) return o;
   // Again, up to 8 x slots, while the slots hold less than the window of the largest payload,
   // or the payloads are small (deepFitBelow) and the node rounds still outnumber four times
-  // the slots (as for fitting at all, libraryFitSlotsFrom).
+  // the slots: the rule that decides fitting at all (libraryFitSlotsFrom).
   auto deeper = [&] {
     if (o.slots >= 8 * base.slots) return false;
     if ((uint64_t)o.slots * largestPayload < base.fitWindowBytes) return true;
-    return largestPayload < base.deepFitBelow && 4 * o.slots < nNodes - 1;
+    return largestPayload < base.deepFitBelow && nNodes >= libraryFitSlotsFrom(o.slots);
   };
   while (deeper())
     if (!halve()) break;

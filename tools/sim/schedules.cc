@@ -12,7 +12,6 @@ namespace {
 using plan::Lane;
 using plan::Loc;
 using plan::Op;
-using plan::OpKind;
 using plan::Region;
 
 class Builder {
