@@ -283,6 +283,36 @@ TEST(Alltoallv, SeveralProxyThreads) {
   }
 }
 
+// RMACC_NET_SIGNAL_WRITES=always: credits and entry signals reach other nodes as the NIC's
+// writes of their counters' values (ProxyPut::writesValue), which the receiver's proxy never
+// sees; the host backend's waits notice them at their next sleep slice. Many credits (small
+// relays), several proxy threads, and the default (completion data) in the same job's other
+// variant. Bytes exact, no deadlock.
+TEST(Alltoallv, CreditsAndEntrySignalsWrittenAsValues) {
+  struct Variant {
+    Topo topo;
+    std::vector<std::pair<std::string, std::string>> env;
+  };
+  const std::vector<Variant> variants = {
+      {{3, 2}, {{"RMACC_NET_SIGNAL_WRITES", "always"}, {"RMACC_RELAY_BYTES", "64K"}}},
+      {{5, 2}, {{"RMACC_NET_SIGNAL_WRITES", "always"}, {"RMACC_PROXY_THREADS", "4"},
+                {"RMACC_RELAY_BYTES", "16K"}, {"RMACC_RELAY_SLOTS", "2"}}},
+  };
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.env[1].first + " on " + std::to_string(v.topo.nodes) + "x" +
+                 std::to_string(v.topo.local));
+    const int n = v.topo.nodes * v.topo.local;
+    runRanks(n, optionsFor(v.topo, v.env), [&](const RankContext& ctx) {
+      TestComm comm(ctx);
+      for (int call = 0; call < 5; ++call) {
+        auto counts = makeCounts((Pattern)(call % 5), n, call % 4 == 3 ? 60000 : 700 + 13 * call,
+                                 3100 + call);
+        if (oneCall(comm, counts, rmaccFloat32, call % 2, 3100 + call, comm.stream())) return;
+      }
+    });
+  }
+}
+
 // Small node rounds share pipeline positions (4 slots: 2 rounds a position), so a relay's
 // steps there forward together (plan.h Options::joinForwardsBelow) and their signal writes to
 // one receiver merge into one (executor.cc batchOp). Calls of ~1 KiB blocks and of larger

@@ -79,6 +79,8 @@ const Knob kKnobs[] = {
     Knob{"RMACC_NET_GDR", "off", [](const Config& c) { return !c.netGdr; }, "0"},
     Knob{"RMACC_NET_LANDING", "always", [](const Config& c) { return c.landingAlways; }, "on"},
     Knob{"RMACC_NET_PACE_GBPS", "0", [](const Config& c) { return c.netPaceGBps == 0; }, "-3"},
+    Knob{"RMACC_NET_SIGNAL_WRITES", "always",
+         [](const Config& c) { return c.netSignalWrites == SignalWritesSetting::kAlways; }, "on"},
     Knob{"RMACC_NET_MR_LOCAL", "1", [](const Config& c) { return c.netMrLocal; }, "2"},
     Knob{"RMACC_NET_LANDING_BYTES", "1M", [](const Config& c) { return c.landingBytes == (1u << 20); }, "-1"},
     Knob{"RMACC_LOCAL_COPY", "engines",

@@ -523,11 +523,78 @@ TEST(ProxyTest, InvalidPutsRefused) {
     p = pr.put(peer, nullptr, 0, 0, kCtxData, 0);
     p.dst = RemoteRegion{};
     expectRefused(p, "unregistered target");
+    p = pr.put(peer, src, 16, 0, kCtxData, 0);
+    p.writesValue = true;
+    expectRefused(p, "a value write that carries data");
+    p = pr.put(peer, nullptr, 0, 0, kCtxData, 0);
+    p.dst.size = 8;  // less than a signal array
+    p.writesValue = true;
+    expectRefused(p, "a value write into a region smaller than the signal array");
     EXPECT_EQ(q->post(pr.put(peer, src, 16, 0, kCtxData, 0)), 1u);  // no seq was consumed
     pr.release(q, 1);
     pr.waitAtLeast(pr.sig(kCtxData, 0, peer), 1);
     pr.waitAtLeast(q->done(), 1);
     pr.finish();
+  });
+}
+
+// Pure signals written as values (ProxyPut::writesValue): the NIC stores each counter's next
+// value in the peer's signal array and the peer's proxy does nothing. Here that array is
+// registered apart from the one the proxy raises (pr.signals), so a signal the proxy applied
+// would show there, not in it. Every rank sends each other 150 signals from two queues whose
+// releases interleave, beside data puts whose signals the proxy applies: each counter ends at
+// exactly its count (the proxy numbers them as it issues them, so two queues cannot put a
+// lower value after a higher one).
+TEST(ProxyTest, SignalsWrittenAsValuesLandWithoutTheReceiversProxy) {
+  SKIP_WITHOUT_TCP();
+  test::runRanks(3, netOptions(), [](const RankContext& c) {
+    ProxyRank pr(c, 4096 * c.nRanks, 1ull << 30, 60);
+    ASSERT_TRUE(pr.fabric->canWriteValues());
+    auto values = pr.backend->allocateHostVisible(pr.layout.bytes());
+    memset(values->ptr(), 0, values->size());
+    auto valuesMr = pr.fabric->registerMemory(values->ptr(), values->size());
+    const PeerInfo arrays = exchange(c, *pr.fabric, valuesMr->remote());
+    volatile uint64_t* value = (volatile uint64_t*)values->ptr();
+    ProxyQueue* queues[2] = {pr.proxy->createQueue(), pr.proxy->createQueue()};
+    ProxyQueue* dataQ = pr.proxy->createQueue();
+    constexpr int kSignals = 150;
+    uint64_t last[2] = {0, 0}, lastData = 0;
+    std::vector<uint8_t> src(4096);
+    for (int k = 0; k < kSignals; ++k) {
+      for (int d = 0; d < c.nRanks; ++d) {
+        if (d == c.rank) continue;
+        const int which = (k / 3 + d) % 2;
+        ProxyPut p = pr.put(d, nullptr, 0, 0, kCtxAck, 1);
+        p.dst = arrays.regions[d];
+        p.writesValue = true;
+        last[which] = queues[which]->post(p);
+        if (k % 5 == 4) pr.release(queues[which], last[which]);
+        if (k % 50 == 0) {
+          fill(src.data(), src.size(), c.rank, d, k);
+          lastData = dataQ->post(pr.put(d, src.data(), src.size(), 4096 * c.rank, kCtxData, 0));
+          pr.release(dataQ, lastData);
+          pr.waitAtLeast(dataQ->done(), lastData);
+        }
+      }
+    }
+    for (ProxyQueue* q : queues) pr.release(q, q == queues[0] ? last[0] : last[1]);
+    for (int s = 0; s < c.nRanks; ++s) {
+      if (s == c.rank) continue;
+      volatile uint64_t* counter = &value[pr.layout.index(kCtxAck, 1, s)];
+      pr.waitAtLeast(counter, kSignals);
+      pr.waitAtLeast(pr.sig(kCtxData, 0, s), kSignals / 50);
+      EXPECT_EQ(firstMismatch(pr.win() + 4096 * s, 4096, s, c.rank, 150 / 50 * 50 - 50), -1);
+    }
+    pr.waitAtLeast(queues[0]->done(), last[0]);
+    pr.waitAtLeast(queues[1]->done(), last[1]);
+    pr.finish();  // every rank's signals have landed
+    for (int s = 0; s < c.nRanks; ++s) {
+      if (s == c.rank) continue;
+      EXPECT_EQ(pr.load(&value[pr.layout.index(kCtxAck, 1, s)]), (uint64_t)kSignals) << "from " << s;
+      EXPECT_EQ(pr.load(pr.sig(kCtxAck, 1, s)), 0u) << "the proxy applied a value write from " << s;
+      EXPECT_EQ(pr.load(pr.sig(kCtxData, 0, s)), (uint64_t)kSignals / 50) << "from " << s;
+    }
+    valuesMr.reset();
   });
 }
 

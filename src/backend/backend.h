@@ -136,6 +136,10 @@ struct BackendCaps {
   // Its device memory is worth offering to a GPU-direct (FI_HMEM) provider; host memory is
   // reachable by every provider anyway.
   bool networkMayTouchDeviceMemory = false;
+  // A stream wait notices a store into its word that did not go through hostWrite (a NIC's
+  // write): CUDA's waits poll memory; the host backend's sleep on a futex that only hostWrite
+  // wakes, so they would notice it up to os::kWaitSliceS late.
+  bool waitsSeeEveryStore = false;
 };
 
 // Where memory lives, as a network provider must be told when it registers it (libfabric's

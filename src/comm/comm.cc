@@ -151,13 +151,14 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
     signalTargets_.assign(nRanks, RemoteRegion{});
     signalTargets_[rank] = signalPadMr_->remote();
     bootstrap_->allGather(signalTargets_.data(), sizeof(RemoteRegion));
+    shareSignalArrays();
     INFO(kSubsysNet, "network provider %s", fabric_->providerName().c_str());
     if (fabric_->hmem()) probeGpuDirect();
   }
   windows_ = std::make_unique<WindowRegistry>(*this);
   const EngineContext ctx{rank,      nRanks,       cfg_,         topo_,          *backend_,
                           *bootstrap_, proxy_.get(), *signals_, trace_.get(), signalTargets_,
-                          *windows_,   *this};
+                          signalArrays_, *windows_, *this};
   rma_ = std::make_unique<RmaEngine>(ctx);
   coll_ = std::make_unique<CollectiveEngine>(ctx, *rma_);
   bootstrap_->barrier();
@@ -196,6 +197,7 @@ Comm::~Comm() {
   rma_.reset();
   windows_.reset();
   signalPadMr_.reset();
+  signalArrayMr_.reset();
   proxy_.reset();  // before the landing zone: the proxy thread copies out of it
   landing_.reset();
   signalPad_.reset();
@@ -208,6 +210,34 @@ Comm::~Comm() {
 // FI_HMEM says the provider handles device memory in principle; whether it can register this
 // GPU's memory (built with CUDA support, the NIC and the GPU on a common root) is known only by
 // trying. Until it succeeds, device data is staged (nicAccessible stays false for it).
+// Each rank registers its signal array for value writes when its stream waits notice a NIC's
+// store (or RMACC_NET_SIGNAL_WRITES=always) and its provider writes in order with inject; a
+// rank that cannot write values itself sends completion data to everyone instead.
+void Comm::shareSignalArrays() {
+  using Setting = SignalWritesSetting;
+  const Setting setting = cfg_.netSignalWrites;
+  const bool writes = setting != Setting::kOff && fabric_->canWriteValues();
+  const bool takes = writes && (setting == Setting::kAlways || backend_->caps().waitsSeeEveryStore);
+  signalArrays_.assign(nRanks_, RemoteRegion{});
+  if (takes) {
+    signalArrayMr_ = proxy_->registerMemory(const_cast<uint64_t*>(signals_->proxyArray()),
+                                            signals_->layout().bytes());
+    signalArrays_[rank_] = signalArrayMr_->remote();
+  }
+  bootstrap_->allGather(signalArrays_.data(), sizeof(RemoteRegion));
+  if (!writes) signalArrays_.assign(nRanks_, RemoteRegion{});
+  signalArrays_[rank_] = RemoteRegion{};  // no proxy puts to itself
+  int remote = 0, taking = 0;
+  for (int r = 0; r < nRanks_; ++r) {
+    if (topo_.sameNode(r, rank_)) continue;
+    ++remote;
+    taking += signalArrays_[r].size > 0;
+  }
+  INFO(kSubsysNet, "rank %d: credits and entry signals to %d of the %d ranks on other nodes as "
+       "value writes (RMACC_NET_SIGNAL_WRITES; the others as completion data)", rank_, taking,
+       remote);
+}
+
 void Comm::probeGpuDirect() {
   auto probe = backend_->allocate(1 << 16);
   const MemoryPlace at = backend_->placeOf(probe->ptr());

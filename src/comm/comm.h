@@ -103,6 +103,7 @@ class Comm : public FailureSink {
   // 3.6-5.5 with 2, 7.4-8.6 with 4, and not for a missed wake-up: with the threads' sleeps
   // capped at 10 µs, 4 threads took 200-700 ms (bench/RESULTS.md §28.4).
   int wantedProxyThreads() const;
+  void shareSignalArrays();     // RMACC_NET_SIGNAL_WRITES: EngineContext::signalArrays
   void probeGpuDirect();        // RMACC_NET_GDR=auto: may the network touch device memory?
   Comm() = default;
   void init(int nRanks, const rmaccUniqueId& id, int rank);
@@ -121,6 +122,8 @@ class Comm : public FailureSink {
   std::mutex landingMu_;
   std::unique_ptr<LandingZone> landing_;
   std::vector<RemoteRegion> signalTargets_;
+  std::unique_ptr<MemoryRegion> signalArrayMr_;  // this rank's signal array, for value writes
+  std::vector<RemoteRegion> signalArrays_;       // EngineContext::signalArrays
   std::unique_ptr<SignalSpace> signals_;
   std::unique_ptr<WindowRegistry> windows_;
   std::unique_ptr<RmaEngine> rma_;

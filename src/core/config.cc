@@ -230,6 +230,12 @@ template <> struct Spellings<LocalCopySetting> {
                                                      {"engines", LocalCopySetting::kEngines}};
 };
 
+template <> struct Spellings<SignalWritesSetting> {
+  static constexpr Spelling<SignalWritesSetting> kAll[] = {{"off", SignalWritesSetting::kOff},
+                                                        {"auto", SignalWritesSetting::kAuto},
+                                                        {"always", SignalWritesSetting::kAlways}};
+};
+
 template <class T>
 struct EnumParam {
   static bool parse(const char* v, T& out) {

@@ -128,6 +128,13 @@ enum class ParamVisibility { kPublic, kInternal };
   X(double, netPaceGBps, -1, "RMACC_NET_PACE_GBPS", PaceParam, kInternal, "`auto`",              \
     "the rate in GB/s at which the proxy hands data writes to the NIC, in order; `auto`: the "   \
     "link speed the provider reports (none on tcp: not paced); `0`: not paced")                  \
+  X(SignalWritesSetting, netSignalWrites, SignalWritesSetting::kAuto, "RMACC_NET_SIGNAL_WRITES", \
+    EnumParam<SignalWritesSetting>, kInternal, "`auto`",                                          \
+    "how credits and entry signals reach other nodes: `auto`: the NIC writes the counter's value "\
+    "into the receiver's signal array, with no work for its proxy, where the provider keeps "    \
+    "writes in order and the receiver's stream waits poll memory (GPUs); `off`: as completion "   \
+    "data its proxy turns into the signal; `always`: value writes on the host backend too, whose"\
+    " waits then notice them within a 50 ms sleep slice (exercises that path without GPUs)")     \
   X(bool, netMrLocal, false, "RMACC_NET_MR_LOCAL", BoolParam, kInternal, "`0`",                  \
     "`1`: register the sources of network writes as providers with `FI_MR_LOCAL` (verbs, efa) "   \
     "require, on any provider (exercises that path on tcp)")                                      \
@@ -152,11 +159,13 @@ enum class ParamVisibility { kPublic, kInternal };
 enum class LanesMode { kAuto, kSplit, kSerial };
 enum class ProxyPollMode { kAuto, kEager, kSleep };
 enum class LocalCopySetting { kAuto, kDirect, kEngines };
+enum class SignalWritesSetting { kOff, kAuto, kAlways };
 
 struct Config {
   using Lanes = LanesMode;
   using ProxyPoll = ProxyPollMode;
   using LocalCopy = LocalCopySetting;
+  using SignalWrites = SignalWritesSetting;
 
 #define RMACC_PARAM_FIELD(type, field, init, ...) type field = init;
   RMACC_PARAMS(RMACC_PARAM_FIELD)

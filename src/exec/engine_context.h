@@ -49,6 +49,10 @@ struct EngineContext {
   TraceWriter* trace;     // RMACC_TRACE_FILE; nullptr when unset
   // By rank: where a zero-byte proxy put (a pure signal) lands; empty on a single node.
   const std::vector<RemoteRegion>& signalTargets;
+  // By rank: the peer's registered signal array, where this rank's credits and entry signals
+  // are written as values (ProxyPut::writesValue, RMACC_NET_SIGNAL_WRITES); size 0 where they
+  // go as completion data instead. Empty on a single node.
+  const std::vector<RemoteRegion>& signalArrays;
   PeerMemory& memory;
   FailureSink& failures;
 };

@@ -243,6 +243,13 @@ ProxyPut RmaEngine::makeProxyPut(const void* src, size_t bytes, int peer,
   }
   p.ctx = ctx;
   p.sigIdx = sigIdx;
+  if (bytes == 0 && pureSignalContext(ctx) && !ctx_.signalArrays.empty() &&
+      ctx_.signalArrays[peer].size > 0) {
+    p.dst = ctx_.signalArrays[peer];
+    p.dstOffset = 0;
+    p.landing = LandingTarget{};
+    p.writesValue = true;
+  }
   return p;
 }
 
@@ -252,6 +259,7 @@ ProxyPut RmaEngine::makeGatherPut(const FabricIov* srcs, size_t n, int peer,
   RMACC_ENFORCE(!ctx_.topo.sameNode(peer, ctx_.rank) && !target.landing.valid(),
                 "a gathering put goes to a registered region on another node (rank %d)", peer);
   ProxyPut p = makeProxyPut(nullptr, 0, peer, target, offset, ctx, sigIdx);
+  RMACC_ENFORCE(!p.writesValue, "a gathering put in signal context %d", ctx);
   for (size_t i = 0; i < n; ++i) {
     if (srcs[i].bytes == 0) continue;
     FabricIov* last = p.gather.empty() ? nullptr : &p.gather.back();

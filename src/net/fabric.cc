@@ -409,6 +409,34 @@ bool Fabric::writev(int ep, int peer, const FabricIov* iov, size_t count, uint64
               fi_strerror((int)-rc));
 }
 
+bool Fabric::canWriteValues() const {
+  return ordered_ && info_->tx_attr->inject_size >= sizeof(uint64_t);
+}
+
+bool Fabric::writeValue(int ep, int peer, const uint64_t* value, uint64_t remoteAddr,
+                        uint64_t key, void* context) {
+  Endpoint& e = endpoint(ep);
+  RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < e.peerAddrs.size(), "write to unknown rank %d", peer);
+  RMACC_ENFORCE(canWriteValues(), "value writes on provider %s (unordered, or no inject)",
+                info_->fabric_attr->prov_name);
+  iovec iov{const_cast<uint64_t*>(value), sizeof(uint64_t)};
+  fi_rma_iov rma{remoteAddr, sizeof(uint64_t), key};
+  fi_msg_rma msg{};
+  msg.msg_iov = &iov;
+  msg.iov_count = 1;
+  msg.addr = e.peerAddrs[peer];
+  msg.rma_iov = &rma;
+  msg.rma_iov_count = 1;
+  msg.context = context;
+  const uint64_t flags = info_->tx_attr->op_flags | FI_INJECT | FI_COMPLETION;
+  std::lock_guard<std::mutex> lock(dataLock(ep));
+  ssize_t rc = fi_writemsg(e.ep, &msg, flags);
+  if (rc == 0) return true;
+  if (rc == -FI_EAGAIN) return false;
+  RMACC_THROW(isRemoteErrno((int)-rc) ? rmaccRemoteError : rmaccNetworkError,
+              "fi_writemsg of a signal value to rank %d: %s", peer, fi_strerror((int)-rc));
+}
+
 bool Fabric::readyToBlock(int ep) {
   Endpoint& e = endpoint(ep);
   if (e.waitFd < 0) return false;

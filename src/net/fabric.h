@@ -157,6 +157,16 @@ class Fabric {
   // Sources one writev may take: the provider's tx iov_limit (tcp;ofi_rxm: 4), at most
   // kMaxFabricIov.
   size_t iovLimit() const;
+  // Posts a write of the 8 bytes at `value` to (peer, remoteAddr, key) with no completion data:
+  // the NIC stores it and nothing runs at the peer (a signal counter set by its writer, as
+  // NCCL's receivers write their clear-to-send into the sender's memory). The value is copied
+  // before the call returns (FI_INJECT: no registration needed); `context` comes back in a
+  // kWriteDone completion. Returns and throws as write(). Only where canWriteValues().
+  virtual bool writeValue(int ep, int peer, const uint64_t* value, uint64_t remoteAddr,
+                          uint64_t key, void* context);
+  // Whether writeValue() is usable: writes land in the order posted (orderedWrites(), so a
+  // counter's later value never lands before an earlier one) and 8 bytes can be injected.
+  bool canWriteValues() const;
   // Reads up to `max` completions of endpoint `ep` (progressing the provider). Throws
   // rmaccNetworkError or rmaccRemoteError for an error completion, naming the peer when known.
   virtual size_t poll(int ep, Completion* out, size_t max);

@@ -21,7 +21,8 @@ ProxyImpl::ProxyImpl(Fabric& fabric, int ep, Backend& backend, int rank, int nRa
       timeoutS_(options.timeoutS), eagerPoll_(options.eagerPoll), trace_(options.trace),
       ordered_(fabric.orderedWrites()), localReg_(fabric.needsLocalRegistration()),
       iovLimit_(fabric.iovLimit()), ownPacer_(options.paceBytesPerSecond),
-      pacer_(shared ? shared->pacer : ownPacer_), landingSources_(nRanks) {
+      pacer_(shared ? shared->pacer : ownPacer_), landingSources_(nRanks),
+      valuesWritten_(layout_.count()) {
   pieceMax_ = std::min(options.maxPieceBytes, fabric.maxMessageBytes());
   RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
   kickFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -65,6 +66,16 @@ void ProxyImpl::validate(const ProxyPut& put) const {
                     total, put.bytes);
     RMACC_ARG_CHECK(!put.landing.valid() && put.final && put.priorPieces == 0,
                     "a gathering put goes straight to a registered region, in one part");
+  }
+  if (put.writesValue) {
+    RMACC_ARG_CHECK(put.bytes == 0 && put.gather.empty() && !put.landing.valid() && put.final &&
+                        put.priorPieces == 0,
+                    "a signal written as a value carries no data and goes in one write");
+    RMACC_ARG_CHECK(fabric_.canWriteValues(), "provider %s cannot write signal values in order",
+                    fabric_.providerName().c_str());
+    RMACC_ARG_CHECK(put.dst.size >= layout_.bytes(),
+                    "a signal value to rank %d needs its signal array (%llu of %zu bytes)",
+                    put.peer, (unsigned long long)put.dst.size, layout_.bytes());
   }
   // Even a pure signal needs a registered target: tcp;ofi_rxm silently drops a write whose
   // key does not verify (measured), so the signal would be lost instead of failing.

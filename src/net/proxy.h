@@ -52,6 +52,13 @@ struct ProxyPut {
   // (net/landing.h) chunk by chunk, `dst` is ignored and `dstOffset` is the offset in that
   // window. Needs bytes > 0 (a pure signal goes to the peer's signal region instead).
   LandingTarget landing;
+  // A pure signal (bytes 0) that the NIC writes as the counter's next value into the peer's
+  // signal array (`dst`: that array, registered; `dstOffset` unused), with no completion data,
+  // so the peer's proxy does nothing for it (RESULTS §32: at 128 nodes x 8 GPUs its work
+  // bounded the call). The proxy numbers a pair's value writes in issue order (one thread
+  // carries a pair: proxyThreadOf); the fabric must keep them in order (canWriteValues). A
+  // sender sends every signal of one counter this way or none of them.
+  bool writesValue = false;
 };
 
 // The ordered queue of one posting stream. Handshake (NCCL's readySeq/doneSeq): the host thread

@@ -71,6 +71,7 @@ struct InFlight {
   std::vector<GatherSpan> spans;          // a gathering put's writes, one per piece
   std::unique_ptr<Piece[]> pieces;
   bool predecessorsDone = true;  // see ProxyImpl::issue
+  uint64_t value = 0;  // ProxyPut::writesValue: the value written (the provider copies it)
   // A landing put (ProxyPut::landing): each chunk is two writes, the chunk into a free slot of
   // the peer's zone and then the slot's header; nPieces counts writes, slotOf[c] is chunk c's.
   std::vector<int8_t> slotOf;
@@ -198,6 +199,7 @@ class ProxyImpl final : public Proxy {
   void issueSignalsPastPaced(Queue& q, bool& any);
   bool issuePiece(InFlight& f);
   bool issueGatherPiece(InFlight& f);
+  bool issueValue(InFlight& f);
   // After a write of `f`'s next piece: counts it when the provider took it (false: -FI_EAGAIN).
   bool posted(InFlight& f, bool accepted);
   void registerSources(InFlight& f);
@@ -273,6 +275,9 @@ class ProxyImpl final : public Proxy {
   std::atomic<LandingZone*> landing_{nullptr};             // set once by attachLanding
   std::vector<RemoteRegion> peerSignals_;                  // written before landing_ is set
   std::deque<std::pair<int, int>> creditsDue_;             // (src, slot) not yet written
+  // ProxyPut::writesValue: the last value written into each peer's counter, by
+  // layout_.index(ctx, sig, peer) (allocated with the proxy: its thread allocates nothing).
+  std::vector<uint64_t> valuesWritten_;
   size_t outstanding_ = 0;  // pieces posted, not completed
   bool awaitingRelease_ = false;  // a posted put waits for its stream to release it
   // For the destructor: after a round, whether every put a stream released is complete.

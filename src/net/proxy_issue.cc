@@ -136,6 +136,21 @@ static uint32_t pieceData(const InFlight& f, int rank, uint32_t i) {
                          signals ? (int)(f.nPieces + f.put.priorPieces) : 0);
 }
 
+// A signal as the NIC's write of the counter's next value at the peer (ProxyPut::writesValue):
+// counted only once the provider took it, so the values land in the order they were taken.
+bool ProxyImpl::issueValue(InFlight& f) {
+  uint64_t& last = valuesWritten_[layout_.index(f.put.ctx, f.put.sigIdx, f.put.peer)];
+  f.value = last + 1;
+  Piece& piece = f.pieces[0];
+  piece.put = &f;
+  const uint64_t remote =
+      f.put.dst.addrOf(layout_.index(f.put.ctx, f.put.sigIdx, rank_) * sizeof(uint64_t));
+  if (!posted(f, fabric_.writeValue(ep_, f.put.peer, &f.value, remote, f.put.dst.key, &piece)))
+    return false;
+  last = f.value;
+  return true;
+}
+
 bool ProxyImpl::issueGatherPiece(InFlight& f) {
   if (heldBack(f, ordered_)) return false;
   const uint32_t i = f.issued;
@@ -169,6 +184,7 @@ bool ProxyImpl::posted(InFlight& f, bool accepted) {
 bool ProxyImpl::issuePiece(InFlight& f) {
   uint32_t i = f.issued;
   if (heldBack(f, ordered_)) return false;
+  if (f.put.writesValue) return issueValue(f);
   size_t offset = (size_t)i * f.pieceBytes;
   size_t len = f.pieceLength(i);
   const char* src = f.put.bytes ? (const char*)f.put.src + offset : nullptr;

@@ -19,6 +19,10 @@ enum InternalContext : int {
   kNumContexts
 };
 static_assert(kNumContexts <= 8, "the completion data has 3 bits for the context");
+// Contexts whose signals never carry data (credits, entry readiness): a sender may write their
+// counters as values into the receiver's signal array (ProxyPut::writesValue), since no data
+// write of its own increments the same counter through the receiver's proxy.
+inline bool pureSignalContext(int ctx) { return ctx == kCtxCredit || ctx == kCtxEntry; }
 
 struct SignalLayout {
   int nRanks = 0;

@@ -12,7 +12,7 @@ std::string Cluster::describe() const {
   char text[1024];
   snprintf(text, sizeof text,
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
-           "latency %.1f us, %d message(s) at once, %s, %s sharing, signals %s, %s; CE %.0f GB/s x %d copies, local "
+           "latency %.1f us, %d message(s) at once, %s, %s sharing, signals %s, %s, %s; CE %.0f GB/s x %d copies, local "
            "copy %.0f GB/s, PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us "
            "(+%.2f), event %.1f us, proxy op %.1f us x %d thread(s), iov limit %d, signal latency "
            "%.1f us, "
@@ -24,6 +24,7 @@ std::string Cluster::describe() const {
            maxMinSharing ? "max-min" : "bottleneck",
            !signalsBypassNicQueue ? "in the FIFO"
            : signalEndpoint ? "on an endpoint of their own" : "pass data to other peers",
+           signalWrites ? "credits and entry signals written as values" : "every signal as completion data",
            pacing,
            ceGBps,
            ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,
@@ -77,6 +78,7 @@ Cluster preset(const std::string& name) {
     c.exchangeUsPerNode = 20;
     c.paceLeadUs = -1;  // tcp reports no link speed: the library does not pace there
     c.proxyThreads = 1;  // and runs one proxy thread (FabricOptions::endpointsNeedLinkSpeed)
+    c.signalWrites = false;  // the provider receives every write on the target's proxy thread
     return c;
   }
   if (name == "h200-host") {

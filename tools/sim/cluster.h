@@ -46,6 +46,12 @@ struct Cluster {
   // one endpoint, so a credit waits behind the relay's data to its writer): a design option,
   // RESULTS §20.
   bool signalEndpoint = false;
+  // Credits and entry signals land as the NIC's write of their counter's value (the library's
+  // RMACC_NET_SIGNAL_WRITES=auto on GPUs, over a provider that keeps writes in order): the
+  // target's proxy spends nothing on them and they do not queue for its thread (RESULTS §32).
+  // false: completion data that the target's proxy turns into the signal (proxyOpUs there
+  // too), as on tcp, where the provider receives every write on the proxy's thread anyway.
+  bool signalWrites = true;
   // The proxy hands data writes to the NIC in posting order at nicGBps, as the library's pacer
   // does at the link speed a provider reports (src/net/nic_pacer.h): a write goes once the
   // NIC's estimated backlog is at most paceLeadUs; a zero-byte write goes at once unless a write

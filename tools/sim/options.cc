@@ -22,6 +22,9 @@ const char* kUsage =
     "          before RESULTS §19)  --bottleneck-sharing\n"
     "          --signals-fifo  --signal-endpoint (signals never wait behind data, not\n"
     "          even to their own peer: an endpoint of their own, not the library's today)\n"
+    "          --signals-by-completion (credits and entry signals as completion data that\n"
+    "          the target's proxy applies, RMACC_NET_SIGNAL_WRITES=off; default: written as\n"
+    "          values, no work at the target; by completion on h200-loopback)\n"
     "          --pace-lead US | --no-pace (the proxy hands data writes to the NIC in order at\n"
     "          its rate, the next once its backlog is at most US: the library's pacer; default\n"
     "          2, not paced on h200-loopback)\n"
@@ -206,6 +209,7 @@ SimOptions parseOptions(int argc, char** argv) {
     else if (k == "--no-cross-rail-penalty") c.crossRailPenalised = false;
     else if (k == "--signals-fifo") c.signalsBypassNicQueue = false;
     else if (k == "--signal-endpoint") c.signalEndpoint = true;
+    else if (k == "--signals-by-completion") c.signalWrites = false;
     else if (k == "--no-pace") c.paceLeadUs = -1;
     else if (k == "--no-fit-slots") fit = false;
     else if (k == "--loud-puts") o.planner.quietPuts = false;

@@ -9,6 +9,7 @@
 #include "exec/completion_waits.h"
 #include "exec/proxy_runs.h"
 #include "net/nic_pacer.h"
+#include "plan/plan_internal.h"
 #include "exec/trace.h"
 #include "critical_path.h"
 #include "machine.h"
@@ -92,6 +93,8 @@ class Run {
   void sendPut(int r, int i);
   int writesOf(int r, const Op& op) const;
   double proxyWork(int at, int r, int i);
+  bool writtenAsValue(const Op& op) const;
+  void land(int r, int i);
   void deliver(int to, int from, int ctx, int sig, OpRef by);
   void landRelay(int r, int64_t bytes);
   void pace(int r);
@@ -532,19 +535,12 @@ void Run::sendPut(int r, int i) {
           fluid_.at(fluid_.now() + c_.netLatencyUs, [this, r, i] {
             const Op& op = plan_.ranks[r].ops[i];
             if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
+            if (writtenAsValue(op)) return land(r, i);
             machine_.proxy(op.peer, r).submit([this, r, i](std::function<void()> release) {
               fluid_.at(fluid_.now() + proxyWork(plan_.ranks[r].ops[i].peer, r, i),
                         [this, r, i, release] {
                 release();
-                const Op& op = plan_.ranks[r].ops[i];
-                if (op.dst.region == Region::kRelay) landRelay(op.peer, (int64_t)op.bytes);
-                ranks_[r].rec[i].arrival = fluid_.now();
-                // The put's life after its post: proxy, NIC queue, wire, remote proxy.
-                trace(r, op, "net", op.bytes ? "put" : "signal", ranks_[r].rec[i].end,
-                      fluid_.now());
-                --ranks_[r].putsInFlight;
-                deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
-                checkDone(r);
+                land(r, i);
               });
             }, /*urgent=*/true);
           });
@@ -565,6 +561,25 @@ void Run::sendPut(int r, int i) {
       pace(r);
     });
   });
+}
+
+// Credits and entry signals that the NIC writes as values (Cluster::signalWrites): no work
+// for the target's proxy (src/exec/rma.cc makeProxyPut, net/signals.h pureSignalContext).
+bool Run::writtenAsValue(const Op& op) const {
+  return c_.signalWrites && op.bytes == 0 &&
+         (op.ctx == plan::kPlanCtxCredit || op.ctx == plan::kPlanCtxEntry);
+}
+
+// A proxy put has landed at its target and its signal counts there.
+void Run::land(int r, int i) {
+  const Op& op = plan_.ranks[r].ops[i];
+  if (op.dst.region == Region::kRelay) landRelay(op.peer, (int64_t)op.bytes);
+  ranks_[r].rec[i].arrival = fluid_.now();
+  // The put's life after its post: proxy, NIC queue, wire, remote proxy.
+  trace(r, op, "net", op.bytes ? "put" : "signal", ranks_[r].rec[i].end, fluid_.now());
+  --ranks_[r].putsInFlight;
+  deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
+  checkDone(r);
 }
 
 // As the library's proxy paces (src/net/nic_pacer.h, proxy_issue.cc): the first held data

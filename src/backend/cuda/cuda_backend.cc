@@ -83,7 +83,7 @@ class CudaBackend : public Backend {
   // Measured on H200s, driver 580: every same-GPU device-to-device copy is an SM kernel.
   BackendCaps caps() const override {
     return {.synchronousNullStream = false, .deviceCopyUsesCompute = true,
-            .networkMayTouchDeviceMemory = true};
+            .networkMayTouchDeviceMemory = true, .waitsSeeEveryStore = true};
   }
   std::string deviceIdentity() const override;
   bool isDeviceMemory(const void* ptr) const override {
