@@ -251,66 +251,52 @@ TEST(Alltoallv, PacedProxyWrites) {
   }
 }
 
+// One job per variant (its topology and environment; SCOPED_TRACE names its second setting):
+// `calls` calls of the five patterns in turn, every fourth of larger blocks, seeds from `seed`.
+struct EnvVariant {
+  Topo topo;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+void runVariants(const std::vector<EnvVariant>& variants, int calls, int seed) {
+  for (const EnvVariant& v : variants) {
+    SCOPED_TRACE(v.env[1].first + " on " + std::to_string(v.topo.nodes) + "x" +
+                 std::to_string(v.topo.local));
+    const int n = v.topo.nodes * v.topo.local;
+    runRanks(n, optionsFor(v.topo, v.env), [&](const RankContext& ctx) {
+      TestComm comm(ctx);
+      for (int call = 0; call < calls; ++call) {
+        auto counts = makeCounts((Pattern)(call % 5), n, call % 4 == 3 ? 60000 : 700 + 13 * call,
+                                 seed + call);
+        if (oneCall(comm, counts, rmaccFloat32, call % 2, seed + call, comm.stream())) return;
+      }
+    });
+  }
+}
+
 // RMACC_PROXY_THREADS: each rank runs several proxy threads, each with its own endpoint, and a
 // pair of ranks talks through the thread of their nodes' sum at both ends. 5 nodes on 4
 // threads put every thread to work (and some pairs on one); staged sources take a bounce ring
 // per thread; landing puts all go through thread 0 while pure signals to the same ranks ride
 // the others, so one signal counter is raised from two threads. Bytes exact, no deadlock.
 TEST(Alltoallv, SeveralProxyThreads) {
-  struct Variant {
-    Topo topo;
-    std::vector<std::pair<std::string, std::string>> env;
-  };
-  const std::vector<Variant> variants = {
-      {{5, 2}, {{"RMACC_PROXY_THREADS", "4"}, {"RMACC_RELAY_BYTES", "16K"}, {"RMACC_RELAY_SLOTS", "2"}}},
-      {{3, 2}, {{"RMACC_PROXY_THREADS", "3"}, {"RMACC_NET_BOUNCE", "always"},
-                {"RMACC_NET_BOUNCE_BYTES", "64K"}, {"RMACC_NET_BOUNCE_CHUNK", "16K"}}},
-      {{3, 2}, {{"RMACC_PROXY_THREADS", "2"}, {"RMACC_NET_LANDING", "always"},
-                {"RMACC_RELAY_BYTES", "64K"}}},
-  };
-  for (const Variant& v : variants) {
-    SCOPED_TRACE(v.env[1].first + " on " + std::to_string(v.topo.nodes) + "x" +
-                 std::to_string(v.topo.local));
-    const int n = v.topo.nodes * v.topo.local;
-    runRanks(n, optionsFor(v.topo, v.env), [&](const RankContext& ctx) {
-      TestComm comm(ctx);
-      for (int call = 0; call < 10; ++call) {
-        Pattern p = (Pattern)(call % 5);
-        auto counts = makeCounts(p, n, call % 4 == 3 ? 60000 : 700 + 13 * call, 1300 + call);
-        if (oneCall(comm, counts, rmaccFloat32, call % 2, 1300 + call, comm.stream())) return;
-      }
-    });
-  }
+  runVariants({{{5, 2}, {{"RMACC_PROXY_THREADS", "4"}, {"RMACC_RELAY_BYTES", "16K"},
+                         {"RMACC_RELAY_SLOTS", "2"}}},
+               {{3, 2}, {{"RMACC_PROXY_THREADS", "3"}, {"RMACC_NET_BOUNCE", "always"},
+                         {"RMACC_NET_BOUNCE_BYTES", "64K"}, {"RMACC_NET_BOUNCE_CHUNK", "16K"}}},
+               {{3, 2}, {{"RMACC_PROXY_THREADS", "2"}, {"RMACC_NET_LANDING", "always"},
+                         {"RMACC_RELAY_BYTES", "64K"}}}},
+              10, 1300);
 }
 
 // RMACC_NET_SIGNAL_WRITES=always: credits and entry signals reach other nodes as the NIC's
 // writes of their counters' values (ProxyPut::writesValue), which the receiver's proxy never
 // sees; the host backend's waits notice them at their next sleep slice. Many credits (small
-// relays), several proxy threads, and the default (completion data) in the same job's other
-// variant. Bytes exact, no deadlock.
+// relays), and several proxy threads. Bytes exact, no deadlock.
 TEST(Alltoallv, CreditsAndEntrySignalsWrittenAsValues) {
-  struct Variant {
-    Topo topo;
-    std::vector<std::pair<std::string, std::string>> env;
-  };
-  const std::vector<Variant> variants = {
-      {{3, 2}, {{"RMACC_NET_SIGNAL_WRITES", "always"}, {"RMACC_RELAY_BYTES", "64K"}}},
-      {{5, 2}, {{"RMACC_NET_SIGNAL_WRITES", "always"}, {"RMACC_PROXY_THREADS", "4"},
-                {"RMACC_RELAY_BYTES", "16K"}, {"RMACC_RELAY_SLOTS", "2"}}},
-  };
-  for (const Variant& v : variants) {
-    SCOPED_TRACE(v.env[1].first + " on " + std::to_string(v.topo.nodes) + "x" +
-                 std::to_string(v.topo.local));
-    const int n = v.topo.nodes * v.topo.local;
-    runRanks(n, optionsFor(v.topo, v.env), [&](const RankContext& ctx) {
-      TestComm comm(ctx);
-      for (int call = 0; call < 5; ++call) {
-        auto counts = makeCounts((Pattern)(call % 5), n, call % 4 == 3 ? 60000 : 700 + 13 * call,
-                                 3100 + call);
-        if (oneCall(comm, counts, rmaccFloat32, call % 2, 3100 + call, comm.stream())) return;
-      }
-    });
-  }
+  runVariants({{{3, 2}, {{"RMACC_NET_SIGNAL_WRITES", "always"}, {"RMACC_RELAY_BYTES", "64K"}}},
+               {{5, 2}, {{"RMACC_NET_SIGNAL_WRITES", "always"}, {"RMACC_PROXY_THREADS", "4"},
+                         {"RMACC_RELAY_BYTES", "16K"}, {"RMACC_RELAY_SLOTS", "2"}}}},
+              5, 3100);
 }
 
 // Small node rounds share pipeline positions (4 slots: 2 rounds a position), so a relay's

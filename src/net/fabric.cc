@@ -367,6 +367,23 @@ bool Fabric::write(int ep, int peer, const void* src, size_t bytes, void* localD
               "fi_writedata of %zu bytes to rank %d: %s", bytes, peer, fi_strerror((int)-rc));
 }
 
+// Posts one fi_writemsg (with FI_COMPLETION added to `flags`) under the endpoint's data lock:
+// true when the provider took it, false on -FI_EAGAIN; throws for any other error, naming the
+// write by describe().
+template <class Describe>
+static bool postWriteMsg(fid_ep* ep, std::mutex& lock, const fi_msg_rma& msg, uint64_t flags,
+                         Describe describe) {
+  ssize_t rc;
+  {
+    std::lock_guard<std::mutex> guard(lock);
+    rc = fi_writemsg(ep, &msg, flags | FI_COMPLETION);
+  }
+  if (rc == 0) return true;
+  if (rc == -FI_EAGAIN) return false;
+  RMACC_THROW(isRemoteErrno((int)-rc) ? rmaccRemoteError : rmaccNetworkError,
+              "fi_writemsg of %s: %s", describe().c_str(), fi_strerror((int)-rc));
+}
+
 size_t Fabric::iovLimit() const {
   return std::max<size_t>(1, std::min(info_->tx_attr->iov_limit, kMaxFabricIov));
 }
@@ -399,14 +416,9 @@ bool Fabric::writev(int ep, int peer, const FabricIov* iov, size_t count, uint64
   msg.data = data;
   // fi_writemsg takes its flags from the caller, not the endpoint's defaults: the same ones
   // fi_writedata gets (FI_DELIVERY_COMPLETE on unordered providers), plus the data.
-  const uint64_t flags = info_->tx_attr->op_flags | FI_REMOTE_CQ_DATA | FI_COMPLETION;
-  std::lock_guard<std::mutex> lock(dataLock(ep));
-  ssize_t rc = fi_writemsg(e.ep, &msg, flags);
-  if (rc == 0) return true;
-  if (rc == -FI_EAGAIN) return false;
-  RMACC_THROW(isRemoteErrno((int)-rc) ? rmaccRemoteError : rmaccNetworkError,
-              "fi_writemsg of %zu bytes in %zu parts to rank %d: %s", bytes, count, peer,
-              fi_strerror((int)-rc));
+  return postWriteMsg(e.ep, dataLock(ep), msg, info_->tx_attr->op_flags | FI_REMOTE_CQ_DATA, [&] {
+    return strprintf("%zu bytes in %zu parts to rank %d", bytes, count, peer);
+  });
 }
 
 bool Fabric::canWriteValues() const {
@@ -428,13 +440,8 @@ bool Fabric::writeValue(int ep, int peer, const uint64_t* value, uint64_t remote
   msg.rma_iov = &rma;
   msg.rma_iov_count = 1;
   msg.context = context;
-  const uint64_t flags = info_->tx_attr->op_flags | FI_INJECT | FI_COMPLETION;
-  std::lock_guard<std::mutex> lock(dataLock(ep));
-  ssize_t rc = fi_writemsg(e.ep, &msg, flags);
-  if (rc == 0) return true;
-  if (rc == -FI_EAGAIN) return false;
-  RMACC_THROW(isRemoteErrno((int)-rc) ? rmaccRemoteError : rmaccNetworkError,
-              "fi_writemsg of a signal value to rank %d: %s", peer, fi_strerror((int)-rc));
+  return postWriteMsg(e.ep, dataLock(ep), msg, info_->tx_attr->op_flags | FI_INJECT,
+                      [&] { return strprintf("a signal value to rank %d", peer); });
 }
 
 bool Fabric::readyToBlock(int ep) {
