@@ -544,11 +544,17 @@ TEST(ProxyTest, InvalidPutsRefused) {
 // would show there, not in it. Every rank sends each other 150 signals from two queues whose
 // releases interleave, beside data puts whose signals the proxy applies: each counter ends at
 // exactly its count (the proxy numbers them as it issues them, so two queues cannot put a
-// lower value after a higher one).
-TEST(ProxyTest, SignalsWrittenAsValuesLandWithoutTheReceiversProxy) {
+// lower value after a higher one). Parameter: tcp as it is, or the unordered (EFA-like) path
+// with completions held back and reordered, where one value write per counter is in flight.
+class ValueWriteTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ValueWriteTest, SignalsLandWithoutTheReceiversProxy) {
   SKIP_WITHOUT_TCP();
-  test::runRanks(3, netOptions(), [](const RankContext& c) {
-    ProxyRank pr(c, 4096 * c.nRanks, 1ull << 30, 60);
+  const bool emulate = GetParam();
+  test::runRanks(3, netOptions(), [emulate](const RankContext& c) {
+    FabricOptions fo;
+    fo.assumeUnorderedWrites = fo.forceLocalRegistration = emulate;
+    ProxyRank pr(c, 4096 * c.nRanks, 1ull << 30, 60, fo, /*holdBackCompletions=*/emulate);
     ASSERT_TRUE(pr.fabric->canWriteValues());
     auto values = pr.backend->allocateHostVisible(pr.layout.bytes());
     memset(values->ptr(), 0, values->size());
@@ -597,6 +603,8 @@ TEST(ProxyTest, SignalsWrittenAsValuesLandWithoutTheReceiversProxy) {
     valuesMr.reset();
   });
 }
+INSTANTIATE_TEST_SUITE_P(Net, ValueWriteTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "EmulatedEfaPaths" : "Tcp"; });
 
 // An idle proxy sleeps: over one second it uses a small fraction of a core. abort() stops it
 // at once and later posts are refused.

@@ -211,8 +211,8 @@ Comm::~Comm() {
 // GPU's memory (built with CUDA support, the NIC and the GPU on a common root) is known only by
 // trying. Until it succeeds, device data is staged (nicAccessible stays false for it).
 // Each rank registers its signal array for value writes when its stream waits notice a NIC's
-// store (or RMACC_NET_SIGNAL_WRITES=always) and its provider writes in order with inject; a
-// rank that cannot write values itself sends completion data to everyone instead.
+// store (or RMACC_NET_SIGNAL_WRITES=always) and its provider can inject them; a rank that
+// cannot write values itself sends completion data to everyone instead.
 void Comm::shareSignalArrays() {
   using Setting = SignalWritesSetting;
   const Setting setting = cfg_.netSignalWrites;

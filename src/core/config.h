@@ -131,8 +131,8 @@ enum class ParamVisibility { kPublic, kInternal };
   X(SignalWritesSetting, netSignalWrites, SignalWritesSetting::kAuto, "RMACC_NET_SIGNAL_WRITES", \
     EnumParam<SignalWritesSetting>, kInternal, "`auto`",                                          \
     "how credits and entry signals reach other nodes: `auto`: the NIC writes the counter's value "\
-    "into the receiver's signal array, with no work for its proxy, where the provider keeps "    \
-    "writes in order and the receiver's stream waits poll memory (GPUs); `off`: as completion "   \
+    "into the receiver's signal array, with no work for its proxy, where the receiver's stream " \
+    "waits poll memory (GPUs); `off`: as completion "                                            \
     "data its proxy turns into the signal; `always`: value writes on the host backend too, whose"\
     " waits then notice them within a 50 ms sleep slice (exercises that path without GPUs)")     \
   X(bool, netMrLocal, false, "RMACC_NET_MR_LOCAL", BoolParam, kInternal, "`0`",                  \

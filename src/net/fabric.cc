@@ -422,14 +422,14 @@ bool Fabric::writev(int ep, int peer, const FabricIov* iov, size_t count, uint64
 }
 
 bool Fabric::canWriteValues() const {
-  return ordered_ && info_->tx_attr->inject_size >= sizeof(uint64_t);
+  return info_->tx_attr->inject_size >= sizeof(uint64_t);
 }
 
 bool Fabric::writeValue(int ep, int peer, const uint64_t* value, uint64_t remoteAddr,
                         uint64_t key, void* context) {
   Endpoint& e = endpoint(ep);
   RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < e.peerAddrs.size(), "write to unknown rank %d", peer);
-  RMACC_ENFORCE(canWriteValues(), "value writes on provider %s (unordered, or no inject)",
+  RMACC_ENFORCE(canWriteValues(), "value writes on provider %s (no 8-byte inject)",
                 info_->fabric_attr->prov_name);
   iovec iov{const_cast<uint64_t*>(value), sizeof(uint64_t)};
   fi_rma_iov rma{remoteAddr, sizeof(uint64_t), key};

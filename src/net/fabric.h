@@ -164,8 +164,8 @@ class Fabric {
   // kWriteDone completion. Returns and throws as write(). Only where canWriteValues().
   virtual bool writeValue(int ep, int peer, const uint64_t* value, uint64_t remoteAddr,
                           uint64_t key, void* context);
-  // Whether writeValue() is usable: writes land in the order posted (orderedWrites(), so a
-  // counter's later value never lands before an earlier one) and 8 bytes can be injected.
+  // Whether writeValue() is usable: 8 bytes can be injected. (Where writes may land out of
+  // order, the caller keeps one value write per counter in flight: orderedWrites().)
   bool canWriteValues() const;
   // Reads up to `max` completions of endpoint `ep` (progressing the provider). Throws
   // rmaccNetworkError or rmaccRemoteError for an error completion, naming the peer when known.

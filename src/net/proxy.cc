@@ -22,7 +22,7 @@ ProxyImpl::ProxyImpl(Fabric& fabric, int ep, Backend& backend, int rank, int nRa
       ordered_(fabric.orderedWrites()), localReg_(fabric.needsLocalRegistration()),
       iovLimit_(fabric.iovLimit()), ownPacer_(options.paceBytesPerSecond),
       pacer_(shared ? shared->pacer : ownPacer_), landingSources_(nRanks),
-      valuesWritten_(layout_.count()) {
+      valuesWritten_(layout_.count()), valueInFlight_(ordered_ ? 0 : layout_.count()) {
   pieceMax_ = std::min(options.maxPieceBytes, fabric.maxMessageBytes());
   RMACC_ARG_CHECK(pieceMax_ > 0, "maximum put size must be positive");
   kickFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

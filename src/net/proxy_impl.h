@@ -200,6 +200,7 @@ class ProxyImpl final : public Proxy {
   bool issuePiece(InFlight& f);
   bool issueGatherPiece(InFlight& f);
   bool issueValue(InFlight& f);
+  size_t valueIndex(const ProxyPut& put) const { return layout_.index(put.ctx, put.sigIdx, put.peer); }
   // After a write of `f`'s next piece: counts it when the provider took it (false: -FI_EAGAIN).
   bool posted(InFlight& f, bool accepted);
   void registerSources(InFlight& f);
@@ -276,8 +277,10 @@ class ProxyImpl final : public Proxy {
   std::vector<RemoteRegion> peerSignals_;                  // written before landing_ is set
   std::deque<std::pair<int, int>> creditsDue_;             // (src, slot) not yet written
   // ProxyPut::writesValue: the last value written into each peer's counter, by
-  // layout_.index(ctx, sig, peer) (allocated with the proxy: its thread allocates nothing).
+  // layout_.index(ctx, sig, peer), and on unordered endpoints whether that write is still in
+  // flight (allocated with the proxy: its thread allocates nothing).
   std::vector<uint64_t> valuesWritten_;
+  std::vector<uint8_t> valueInFlight_;
   size_t outstanding_ = 0;  // pieces posted, not completed
   bool awaitingRelease_ = false;  // a posted put waits for its stream to release it
   // For the destructor: after a round, whether every put a stream released is complete.

@@ -137,9 +137,12 @@ static uint32_t pieceData(const InFlight& f, int rank, uint32_t i) {
 }
 
 // A signal as the NIC's write of the counter's next value at the peer (ProxyPut::writesValue):
-// counted only once the provider took it, so the values land in the order they were taken.
+// counted only once the provider took it, so the values leave in the order they were taken;
+// unordered, the next waits until the last one to the counter landed (pollCompletions).
 bool ProxyImpl::issueValue(InFlight& f) {
-  uint64_t& last = valuesWritten_[layout_.index(f.put.ctx, f.put.sigIdx, f.put.peer)];
+  const size_t at = valueIndex(f.put);
+  if (!ordered_ && valueInFlight_[at]) return false;
+  uint64_t& last = valuesWritten_[at];
   f.value = last + 1;
   Piece& piece = f.pieces[0];
   piece.put = &f;
@@ -148,6 +151,7 @@ bool ProxyImpl::issueValue(InFlight& f) {
   if (!posted(f, fabric_.writeValue(ep_, f.put.peer, &f.value, remote, f.put.dst.key, &piece)))
     return false;
   last = f.value;
+  if (!ordered_) valueInFlight_[at] = 1;
   return true;
 }
 

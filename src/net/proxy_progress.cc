@@ -123,8 +123,12 @@ bool ProxyImpl::pollCompletions() {
       } else {
         auto* piece = (Piece*)c[i].context;
         --outstanding_;
-        if (piece->put) ++piece->put->completed;
-        else delete piece;  // a landing credit
+        if (!piece->put) {
+          delete piece;  // a landing credit
+          continue;
+        }
+        ++piece->put->completed;
+        if (piece->put->put.writesValue && !ordered_) valueInFlight_[valueIndex(piece->put->put)] = 0;
       }
     }
   }
