@@ -207,9 +207,6 @@ Comm::~Comm() {
   bootstrap_.reset();
 }
 
-// FI_HMEM says the provider handles device memory in principle; whether it can register this
-// GPU's memory (built with CUDA support, the NIC and the GPU on a common root) is known only by
-// trying. Until it succeeds, device data is staged (nicAccessible stays false for it).
 // Each rank registers its signal array for value writes when its stream waits notice a NIC's
 // store (or RMACC_NET_SIGNAL_WRITES=always) and its provider can inject them; a rank that
 // cannot write values itself sends completion data to everyone instead.
@@ -238,6 +235,9 @@ void Comm::shareSignalArrays() {
        remote);
 }
 
+// FI_HMEM says the provider handles device memory in principle; whether it can register this
+// GPU's memory (built with CUDA support, the NIC and the GPU on a common root) is known only by
+// trying. Until it succeeds, device data is staged (nicAccessible stays false for it).
 void Comm::probeGpuDirect() {
   auto probe = backend_->allocate(1 << 16);
   const MemoryPlace at = backend_->placeOf(probe->ptr());

@@ -247,7 +247,6 @@ ProxyPut RmaEngine::makeProxyPut(const void* src, size_t bytes, int peer,
       ctx_.signalArrays[peer].size > 0) {
     p.dst = ctx_.signalArrays[peer];
     p.dstOffset = 0;
-    p.landing = LandingTarget{};
     p.writesValue = true;
   }
   return p;

@@ -429,8 +429,6 @@ bool Fabric::writeValue(int ep, int peer, const uint64_t* value, uint64_t remote
                         uint64_t key, void* context) {
   Endpoint& e = endpoint(ep);
   RMACC_ARG_CHECK(peer >= 0 && (size_t)peer < e.peerAddrs.size(), "write to unknown rank %d", peer);
-  RMACC_ENFORCE(canWriteValues(), "value writes on provider %s (no 8-byte inject)",
-                info_->fabric_attr->prov_name);
   iovec iov{const_cast<uint64_t*>(value), sizeof(uint64_t)};
   fi_rma_iov rma{remoteAddr, sizeof(uint64_t), key};
   fi_msg_rma msg{};

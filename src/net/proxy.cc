@@ -71,7 +71,7 @@ void ProxyImpl::validate(const ProxyPut& put) const {
     RMACC_ARG_CHECK(put.bytes == 0 && put.gather.empty() && !put.landing.valid() && put.final &&
                         put.priorPieces == 0,
                     "a signal written as a value carries no data and goes in one write");
-    RMACC_ARG_CHECK(fabric_.canWriteValues(), "provider %s cannot write signal values in order",
+    RMACC_ARG_CHECK(fabric_.canWriteValues(), "provider %s cannot inject signal values",
                     fabric_.providerName().c_str());
     RMACC_ARG_CHECK(put.dst.size >= layout_.bytes(),
                     "a signal value to rank %d needs its signal array (%llu of %zu bytes)",

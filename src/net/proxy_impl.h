@@ -200,7 +200,9 @@ class ProxyImpl final : public Proxy {
   bool issuePiece(InFlight& f);
   bool issueGatherPiece(InFlight& f);
   bool issueValue(InFlight& f);
-  size_t valueIndex(const ProxyPut& put) const { return layout_.index(put.ctx, put.sigIdx, put.peer); }
+  size_t valueIndex(const ProxyPut& put) const {
+    return layout_.index(put.ctx, put.sigIdx, put.peer);
+  }
   // After a write of `f`'s next piece: counts it when the provider took it (false: -FI_EAGAIN).
   bool posted(InFlight& f, bool accepted);
   void registerSources(InFlight& f);

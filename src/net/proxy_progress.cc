@@ -128,7 +128,8 @@ bool ProxyImpl::pollCompletions() {
           continue;
         }
         ++piece->put->completed;
-        if (piece->put->put.writesValue && !ordered_) valueInFlight_[valueIndex(piece->put->put)] = 0;
+        const ProxyPut& put = piece->put->put;
+        if (put.writesValue && !ordered_) valueInFlight_[valueIndex(put)] = 0;
       }
     }
   }

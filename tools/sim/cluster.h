@@ -47,8 +47,8 @@ struct Cluster {
   // RESULTS §20.
   bool signalEndpoint = false;
   // Credits and entry signals land as the NIC's write of their counter's value (the library's
-  // RMACC_NET_SIGNAL_WRITES=auto on GPUs, over a provider that keeps writes in order): the
-  // target's proxy spends nothing on them and they do not queue for its thread (RESULTS §32).
+  // RMACC_NET_SIGNAL_WRITES=auto on GPUs): the target's proxy spends nothing on them and they
+  // do not queue for its thread (RESULTS §32).
   // false: completion data that the target's proxy turns into the signal (proxyOpUs there
   // too), as on tcp, where the provider receives every write on the proxy's thread anyway.
   bool signalWrites = true;

@@ -9,7 +9,7 @@
 #include "exec/completion_waits.h"
 #include "exec/proxy_runs.h"
 #include "net/nic_pacer.h"
-#include "plan/plan_internal.h"
+#include "net/signals.h"
 #include "exec/trace.h"
 #include "critical_path.h"
 #include "machine.h"
@@ -566,8 +566,7 @@ void Run::sendPut(int r, int i) {
 // Credits and entry signals that the NIC writes as values (Cluster::signalWrites): no work
 // for the target's proxy (src/exec/rma.cc makeProxyPut, net/signals.h pureSignalContext).
 bool Run::writtenAsValue(const Op& op) const {
-  return c_.signalWrites && op.bytes == 0 &&
-         (op.ctx == plan::kPlanCtxCredit || op.ctx == plan::kPlanCtxEntry);
+  return c_.signalWrites && op.bytes == 0 && pureSignalContext(op.ctx);
 }
 
 // A proxy put has landed at its target and its signal counts there.
