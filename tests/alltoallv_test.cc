@@ -277,13 +277,17 @@ void runVariants(const std::vector<EnvVariant>& variants, int calls, int seed) {
 // pair of ranks talks through the thread of their nodes' sum at both ends. 5 nodes on 4
 // threads put every thread to work (and some pairs on one); staged sources take a bounce ring
 // per thread; landing puts all go through thread 0 while pure signals to the same ranks ride
-// the others, so one signal counter is raised from two threads. Bytes exact, no deadlock.
+// the others, so one signal counter is raised from two threads; paced (2 GB/s, so that the
+// pacer holds loopback's writes back), the threads keep the rank's posting order between them
+// (net/nic_pacer.h NicPacer::first). Bytes exact, no deadlock.
 TEST(Alltoallv, SeveralProxyThreads) {
   runVariants({{{5, 2}, {{"RMACC_PROXY_THREADS", "4"}, {"RMACC_RELAY_BYTES", "16K"},
                          {"RMACC_RELAY_SLOTS", "2"}}},
                {{3, 2}, {{"RMACC_PROXY_THREADS", "3"}, {"RMACC_NET_BOUNCE", "always"},
                          {"RMACC_NET_BOUNCE_BYTES", "64K"}, {"RMACC_NET_BOUNCE_CHUNK", "16K"}}},
                {{3, 2}, {{"RMACC_PROXY_THREADS", "2"}, {"RMACC_NET_LANDING", "always"},
+                         {"RMACC_RELAY_BYTES", "64K"}}},
+               {{4, 2}, {{"RMACC_PROXY_THREADS", "4"}, {"RMACC_NET_PACE_GBPS", "2"},
                          {"RMACC_RELAY_BYTES", "64K"}}}},
               10, 1300);
 }

@@ -130,6 +130,30 @@ TEST(NicPacerTest, ThreadsSharingOnePacerLoseNoWrite) {
   EXPECT_DOUBLE_EQ(p.readyAt(), 80000.0);
 }
 
+// Posting order between threads: a thread's data write goes only while no other thread holds
+// an older one back; numbers come in posting order; a thread that says kNone holds none back.
+TEST(NicPacerTest, ThreadsKeepThePostingOrder) {
+  NicPacer p(1e6, 2e-6);
+  const uint64_t a = p.nextOrder(), b = p.nextOrder(), c = p.nextOrder();
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, c);
+  EXPECT_TRUE(p.first(0, c));  // nobody holds anything back
+  p.waiting(1, b);             // thread 1 holds b back (the pacer, say)
+  EXPECT_FALSE(p.first(0, c));
+  EXPECT_TRUE(p.first(0, a));  // older than b: goes
+  EXPECT_TRUE(p.first(1, b));  // its own hold does not hold it back
+  p.waiting(2, a);
+  EXPECT_FALSE(p.first(1, b));
+  p.waiting(2, NicPacer::kNone);  // thread 2 posted a
+  EXPECT_TRUE(p.first(1, b));
+  p.waiting(1, NicPacer::kNone);
+  EXPECT_TRUE(p.first(0, c));
+  p.waiting(NicPacer::kMaxThreads, a);  // a thread number past the table holds nothing back
+  EXPECT_TRUE(p.first(0, c));
+  NicPacer copy = p;
+  EXPECT_EQ(copy.nextOrder(), c + 1);
+}
+
 // ------------------------------------------------------------------------- fabric tier
 
 }  // namespace

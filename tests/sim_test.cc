@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fluid.h"
+#include "machine.h"
 #include "plan/plan_internal.h"
 #include "options.h"
 #include "report.h"
@@ -588,6 +589,32 @@ double signalPastHeldWrite(int signalPeer) {
 TEST(SimModel, SignalsPassHeldWritesToOtherPeersOnly) {
   EXPECT_DOUBLE_EQ(signalPastHeldWrite(2), 40);
   EXPECT_DOUBLE_EQ(signalPastHeldWrite(1), 60);
+}
+
+// A proxy thread spends a write's CPU when it posts it, after completions that arrived, and a
+// rank's threads keep its posting order among the data writes they hold back (tools/sim/
+// machine.h ProxyThread, net/nic_pacer.h). The NIC is busy until 4 µs (4,000 bytes at 1,000
+// B/µs, lead 2 µs), so both threads hold their data write back at 0 and may post from 2 µs;
+// thread 0 takes in a completion from 1 to 6 µs, and thread 1 waits for thread 0's older write
+// (posted 6-7 µs) before its own (7-8 µs); thread 1's signal to another peer passes its held
+// write at once (0-1 µs). Without the order, write 1 would have gone at 2 µs.
+TEST(SimModel, ProxyThreadsPostDataInTheRanksOrder) {
+  Fluid fluid;
+  NicPacer pacer(1000, 2);
+  pacer.posted(4000, 0);
+  std::vector<ProxyThread> threads{{fluid, pacer}, {fluid, pacer}};
+  for (int t = 0; t < 2; ++t) threads[t].setSiblings(t, threads.data(), 2);
+  std::vector<double> issued(3, -1);
+  threads[0].release({7, 1000, 0, 1, [&] { issued[0] = fluid.now(); }});
+  threads[1].release({8, 1000, 1, 1, [&] { issued[1] = fluid.now(); }});
+  threads[1].release({9, 0, 2, 1, [&] { issued[2] = fluid.now(); }});
+  fluid.at(1, [&] {
+    threads[0].arrive([&](std::function<void()> release) { fluid.at(6, release); });
+  });
+  fluid.run();
+  EXPECT_DOUBLE_EQ(issued[2], 1);
+  EXPECT_DOUBLE_EQ(issued[0], 7);
+  EXPECT_DOUBLE_EQ(issued[1], 8);
 }
 
 // Node rounds: paired deltas (Topology::pairedRoundDeltas) visit every delta once, 0 first, the

@@ -38,6 +38,7 @@ uint64_t Queue::post(const ProxyPut& put) {
     std::lock_guard<std::mutex> lock(mutex_);
     seq = ++lastSeq_;
     posted_.emplace_back(seq, put);
+    posted_.back().second.order = proxy_.nextPostOrder();
     lastPosted_.store(seq, std::memory_order_release);
   }
   proxy_.kick();

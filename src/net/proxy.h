@@ -42,6 +42,9 @@ struct ProxyPut {
   // the pieces its predecessors sent, and the peer's signal fires once all of them landed.
   bool final = true;
   uint32_t priorPieces = 0;
+  // Set by ProxyQueue::post: the put's place in the rank's posting order, which the proxy
+  // threads keep between them for data writes (net/nic_pacer.h). Ignored on input.
+  uint64_t order = 0;
   // Non-empty: the put gathers these sources, written back to back from dstOffset (a relay
   // chunk made of several send blocks), as few writes as the provider's iov limit and the
   // piece size allow, one signal for all; `src` and `srcDesc` are unused and `bytes` is their

@@ -168,6 +168,8 @@ class ProxyImpl final : public Proxy {
   rmaccResult_t error(std::string* text) const override;
   void abort() override;
   void flush() override;
+  // The next number of the rank's posting order (NicPacer::nextOrder).
+  uint64_t nextPostOrder() { return pacer_.nextOrder(); }
   void setErrorHandler(std::function<void(rmaccResult_t, const std::string&)> fn) override {
     std::lock_guard<std::mutex> lock(errorMutex_);
     errorHandler_ = std::move(fn);
@@ -249,6 +251,7 @@ class ProxyImpl final : public Proxy {
   NicPacer ownPacer_;       // unless the rank's threads share one (ProxyShared)
   NicPacer& pacer_;
   bool pacedHold_ = false;  // this round the pacer held a data write back (proxy thread only)
+  uint64_t heldOrder_ = NicPacer::kNone;  // the oldest of them (proxy thread only)
   std::vector<int> pacedPeers_;  // issueSignalsPastPaced's scratch (proxy thread only)
 
   // Queues: created by any thread, read by the proxy thread through its snapshot mine_.

@@ -43,8 +43,9 @@ ProxyImpl::Issued ProxyImpl::issueThrough(Queue& q, InFlight& f, bool& any) {
     if (outstanding_ >= kMaxOutstanding) return Issued::kHeld;
     const size_t bytes = nextWriteBytes(f);
     const double now = pacer_.enabled() && bytes > 0 ? monotonicSeconds() : 0;
-    if (bytes > 0 && !pacer_.mayPost(now)) {
+    if (bytes > 0 && (!pacer_.mayPost(now) || !pacer_.first((size_t)ep_, f.put.order))) {
       pacedHold_ = true;
+      heldOrder_ = std::min(heldOrder_, f.put.order);
       return Issued::kPaced;
     }
     const bool issued = f.landing()         ? issueLandingWrite(q, f)

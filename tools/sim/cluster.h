@@ -54,9 +54,11 @@ struct Cluster {
   bool signalWrites = true;
   // The proxy hands data writes to the NIC in posting order at nicGBps, as the library's pacer
   // does at the link speed a provider reports (src/net/nic_pacer.h): a write goes once the
-  // NIC's estimated backlog is at most paceLeadUs; a zero-byte write goes at once unless a write
-  // to the same peer is held before it. < 0: not paced (every write is posted as released,
-  // what the library does on tcp, whose provider reports no link speed, and did before §23).
+  // NIC's estimated backlog is at most paceLeadUs and no other thread of the rank holds an
+  // older one back; its thread spends its CPU then (ProxyThread, machine.h); a zero-byte write
+  // goes at once unless a write to the same peer is held before it. < 0: not paced (every
+  // write is posted as released, in each thread's order, what the library does on tcp, whose
+  // provider reports no link speed, and did before §23).
   double paceLeadUs = 2;
 
   // Inside a node. ceGBps: what one GPU's copy engines push out (and take in) over NVLink;

@@ -1,12 +1,12 @@
 #include "machine.h"
 
+#include <algorithm>
 #include <string>
 
 namespace rmacc::sim {
 
-void Server::submit(Job job, bool urgent) {
-  if (urgent) waiting_.push_front(std::move(job));
-  else waiting_.push_back(std::move(job));
+void Server::submit(Job job) {
+  waiting_.push_back(std::move(job));
   startNext();
 }
 
@@ -20,6 +20,79 @@ void Server::startNext() {
       startNext();
     });
   }
+}
+
+void ProxyThread::arrive(Server::Job job) {
+  arrived_.push_back(std::move(job));
+  next();
+}
+
+void ProxyThread::release(Write w) {
+  released_.push_back(std::move(w));
+  next();
+}
+
+// The head of released_, when it is data, is the thread's oldest data write: it may go once the
+// pacer allows and no sibling holds an older one back (NicPacer::first).
+int ProxyThread::pick() const {
+  std::vector<int> blocked;
+  for (size_t i = 0; i < released_.size() && i <= kLookAhead; ++i) {
+    const Write& w = released_[i];
+    const bool free = std::find(blocked.begin(), blocked.end(), w.peer) == blocked.end();
+    if (w.bytes == 0 && free) return (int)i;
+    if (i == 0 && pacer_->mayPost(fluid_->now()) && pacer_->first(index_, w.seq)) return 0;
+    if (free) blocked.push_back(w.peer);
+  }
+  return -1;
+}
+
+void ProxyThread::next() {
+  if (busy_) return;
+  // A paced data write that may go goes before arrived completions (ProxyImpl::round: a write
+  // the pacer held back and now lets go leaves before the round's completions are taken in).
+  const bool dataNow =
+      pacer_->enabled() && !released_.empty() && released_[0].bytes > 0 && pick() == 0;
+  if (!arrived_.empty() && !dataNow) {
+    Server::Job job = std::move(arrived_.front());
+    arrived_.pop_front();
+    busy_ = true;
+    job([this] {
+      busy_ = false;
+      next();
+    });
+    return;
+  }
+  const int i = pick();
+  // The oldest data write it does not post now holds the siblings' younger ones back.
+  uint64_t held = NicPacer::kNone;
+  for (size_t k = 0; k < released_.size() && held == NicPacer::kNone; ++k)
+    if (released_[k].bytes > 0 && (int)k != i) held = released_[k].seq;
+  pacer_->waiting(index_, held);
+  const bool dataHeld = held != NicPacer::kNone && released_[0].bytes > 0 && i != 0;
+  if (i < 0) {
+    // Held data only: look again once the pacer allows, or when a sibling posts (it kicks us),
+    // or when a signal or a completion comes.
+    if (dataHeld && !armed_ && pacer_->readyAt() > fluid_->now()) {
+      armed_ = true;
+      fluid_->at(pacer_->readyAt(), [this] {
+        armed_ = false;
+        next();
+      });
+    }
+    return;
+  }
+  Write w = std::move(released_[i]);
+  released_.erase(released_.begin() + i);
+  busy_ = true;
+  const double start = fluid_->now();
+  fluid_->at(start + w.cpuUs, [this, w = std::move(w), start] {
+    pacer_->posted(w.bytes, start);
+    busy_ = false;
+    w.issued();
+    next();
+    if (w.bytes == 0) return;
+    for (int t = 0; t < nSiblings_; ++t) siblings_[t].next();
+  });
 }
 
 Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {
@@ -48,10 +121,18 @@ Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {
   nic_.assign(n, Server(c.nicQueues));
   queuePairs_.assign(n, QueuePairs(c.nicQueues));
   proxyThreads_ = c.proxyThreadsResolved();
-  proxy_.assign((size_t)n * proxyThreads_, Server(1));
+  // B/µs and µs: the library's pacer in the model's unit; a negative lead: not paced.
+  pacers_.assign(n, c.paceLeadUs >= 0 ? NicPacer(c.nicGBps * kGB, c.paceLeadUs) : NicPacer());
+  proxy_.reserve((size_t)n * proxyThreads_);
+  for (int g = 0; g < n; ++g)
+    for (int t = 0; t < proxyThreads_; ++t) proxy_.emplace_back(fluid, pacers_[g]);
+  for (int g = 0; g < n; ++g)
+    for (int t = 0; t < proxyThreads_; ++t)
+      proxy_[(size_t)g * proxyThreads_ + t].setSiblings(t, &proxy_[(size_t)g * proxyThreads_],
+                                                        proxyThreads_);
 }
 
-Server& Machine::proxy(int rank, int peer) {
+ProxyThread& Machine::proxy(int rank, int peer) {
   return proxy_[(size_t)rank * proxyThreads_ + proxyThread(rank, peer)];
 }
 

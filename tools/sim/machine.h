@@ -1,5 +1,5 @@
-// The cluster's resources in the fluid model, and FIFO servers for things that run a bounded
-// number of jobs at once (copy engines, NIC queues, the proxy thread).
+// The cluster's resources in the fluid model, FIFO servers for things that run a bounded
+// number of jobs at once (copy engines, NIC queues), and the proxy threads.
 #pragma once
 
 #include <deque>
@@ -9,6 +9,7 @@
 
 #include "cluster.h"
 #include "fluid.h"
+#include "net/nic_pacer.h"
 
 namespace rmacc::sim {
 
@@ -18,14 +19,55 @@ class Server {
  public:
   using Job = std::function<void(std::function<void()> release)>;
   explicit Server(int limit = 1) : limit_(limit) {}
-  // urgent: ahead of the jobs already waiting (a proxy handles arrived completions before it
-  // posts more puts: its loop polls the completion queue first).
-  void submit(Job job, bool urgent = false);
+  void submit(Job job);
 
  private:
   void startNext();
   int limit_, busy_ = 0;
   std::deque<Job> waiting_;
+};
+
+// A proxy thread as src/net/proxy_progress.cc runs it, one job at a time: a data write that
+// may go now first, then the completions of arrived writes (each round polls its CQ before its
+// queues, after issuing what the pacer let go since the last round), then its released writes
+// in their order, each once it may go (ProxyImpl::issue): a data write once the rank's pacer
+// allows and no other thread of the rank holds an older data write back (NicPacer::first:
+// the rank's posting order, here the plan's); a zero-byte write (credit, entry signal) at once
+// unless an unissued write to its peer comes before it (issueSignalsPastPaced, which looks 64
+// writes ahead). A write costs the thread its CPU when it is issued, so one the pacer holds
+// costs nothing yet and signals behind it go first.
+class ProxyThread {
+ public:
+  struct Write {
+    int peer;
+    uint64_t bytes;
+    uint64_t seq;  // the rank's posting order
+    double cpuUs;
+    std::function<void()> issued;  // after its CPU: hand it to the NIC
+  };
+  ProxyThread(Fluid& fluid, NicPacer& pacer) : fluid_(&fluid), pacer_(&pacer) {}
+  // Thread `index` of a rank whose threads are siblings[0 .. count): one that posts data
+  // lets the others look again (one it held back may be the oldest now).
+  void setSiblings(int index, ProxyThread* siblings, int count) {
+    index_ = (size_t)index, siblings_ = siblings, nSiblings_ = count;
+  }
+  // An arrived write's completion to take in: a job that calls its release when done.
+  void arrive(Server::Job job);
+  void release(Write w);
+
+ private:
+  static constexpr size_t kLookAhead = 64;  // src/net/proxy_issue.cc
+  void next();
+  // The index in released_ of the write to issue now, or -1.
+  int pick() const;
+  Fluid* fluid_;
+  NicPacer* pacer_;
+  size_t index_ = 0;
+  ProxyThread* siblings_ = nullptr;
+  int nSiblings_ = 0;
+  bool busy_ = false, armed_ = false;
+  std::deque<Server::Job> arrived_;
+  std::deque<Write> released_;
 };
 
 // A NIC's queue pairs: messages to one peer go one at a time, in order; at most `limit`
@@ -54,7 +96,7 @@ class Machine {
   // Queues a message from `gpu` to `peer` on gpu's NIC (Cluster::nicQueuePerPeer says how).
   void sendOnNic(int gpu, int peer, Server::Job job);
   // The proxy thread of `rank` that carries its writes to and from `peer`, and its index.
-  Server& proxy(int rank, int peer);
+  ProxyThread& proxy(int rank, int peer);
   int proxyThread(int rank, int peer) const;
   int proxyThreads() const { return proxyThreads_; }
 
@@ -66,7 +108,9 @@ class Machine {
   std::vector<Gpu> gpu_;
   int fabric_ = -1;
   int proxyThreads_ = 1;
-  std::vector<Server> ce_, nic_, proxy_;
+  std::vector<Server> ce_, nic_;
+  std::vector<NicPacer> pacers_;  // [gpu]: shared by its proxy threads (Cluster::paceLeadUs)
+  std::vector<ProxyThread> proxy_;
   std::vector<QueuePairs> queuePairs_;
 };
 

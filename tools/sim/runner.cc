@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "exec/completion_waits.h"
 #include "exec/proxy_runs.h"
-#include "net/nic_pacer.h"
 #include "net/signals.h"
 #include "exec/trace.h"
 #include "critical_path.h"
@@ -57,16 +56,6 @@ class Run {
     int64_t relayHeld = 0;
     std::vector<double> threadBusyUs;  // each proxy thread's CPU: writes it issued and took in
     std::unordered_map<int, int> nicQueued;  // messages to each peer in the NIC queue or on it
-    // The proxy's pacer (Cluster::paceLeadUs), the library's own in µs, and the writes it
-    // holds, in posting order.
-    NicPacer pacer;
-    struct Held {
-      int peer;
-      uint64_t bytes;
-      std::function<void()> post;
-    };
-    std::deque<Held> held;
-    bool pacerArmed = false;
   };
   struct Counter {
     uint64_t value = 0;
@@ -97,7 +86,6 @@ class Run {
   void land(int r, int i);
   void deliver(int to, int from, int ctx, int sig, OpRef by);
   void landRelay(int r, int64_t bytes);
-  void pace(int r);
   void checkDone(int r);
   void trace(int r, const Op& op, const char* lane, const char* name, double t0, double t1);
 
@@ -133,8 +121,6 @@ Run::Run(const plan::Plan& plan, const Cluster& c, const std::string& tracePath)
                     plan.topo.nodeOf(r));
   if (!tracePath.empty())
     for (int r = 0; r < n_; ++r) traces_.push_back(std::make_unique<TraceWriter>(tracePath, r));
-  if (c.paceLeadUs >= 0)
-    for (RankState& st : ranks_) st.pacer = NicPacer(c.nicGBps * 1e3, c.paceLeadUs);  // B/µs, µs
 }
 
 // The executor's mapping (src/exec/executor.cc): CE ops to one peer share a copy stream.
@@ -519,48 +505,43 @@ double Run::proxyWork(int at, int r, int i) {
   return us;
 }
 
-// A posted proxy put: the proxy issues its writes, the NIC moves it, the target's proxy takes
-// each write's completion and applies the signal.
+// A posted proxy put: its proxy thread issues its writes when it may (ProxyThread), the NIC
+// moves it, the target's proxy takes each write's completion and applies the signal.
 void Run::sendPut(int r, int i) {
-  machine_.proxy(r, plan_.ranks[r].ops[i].peer).submit([this, r, i](std::function<void()> releaseProxy) {
-    fluid_.at(fluid_.now() + proxyWork(r, r, i), [this, r, i, releaseProxy] {
-      releaseProxy();
+  const Op& put = plan_.ranks[r].ops[i];
+  // Op index: the executor posts a rank's puts in plan order (the library's posting order).
+  machine_.proxy(r, put.peer).release({put.peer, put.bytes, (uint64_t)i, proxyWork(r, r, i),
+                                       [this, r, i] {
+    const Op& op = plan_.ranks[r].ops[i];
+    auto wire = [this, r, i, peer = op.peer](std::function<void()> releaseNic) {
       const Op& op = plan_.ranks[r].ops[i];
-      auto wire = [this, r, i, peer = op.peer](std::function<void()> releaseNic) {
-        const Op& op = plan_.ranks[r].ops[i];
-        fluid_.transfer((double)op.bytes, machine_.netPath(r, peer), [this, r, i, peer,
-                                                                      releaseNic] {
-          releaseNic();
-          --ranks_[r].nicQueued[peer];
-          fluid_.at(fluid_.now() + c_.netLatencyUs, [this, r, i] {
-            const Op& op = plan_.ranks[r].ops[i];
-            if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
-            if (writtenAsValue(op)) return land(r, i);
-            machine_.proxy(op.peer, r).submit([this, r, i](std::function<void()> release) {
-              fluid_.at(fluid_.now() + proxyWork(plan_.ranks[r].ops[i].peer, r, i),
-                        [this, r, i, release] {
-                release();
-                land(r, i);
-              });
-            }, /*urgent=*/true);
+      fluid_.transfer((double)op.bytes, machine_.netPath(r, peer), [this, r, i, peer,
+                                                                    releaseNic] {
+        releaseNic();
+        --ranks_[r].nicQueued[peer];
+        fluid_.at(fluid_.now() + c_.netLatencyUs, [this, r, i] {
+          const Op& op = plan_.ranks[r].ops[i];
+          if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
+          if (writtenAsValue(op)) return land(r, i);
+          machine_.proxy(op.peer, r).arrive([this, r, i](std::function<void()> release) {
+            fluid_.at(fluid_.now() + proxyWork(plan_.ranks[r].ops[i].peer, r, i),
+                      [this, r, i, release] {
+              release();
+              land(r, i);
+            });
           });
         });
-      };
-      // Data waits its turn on the NIC (Machine::sendOnNic: its peer's queue pair, or the one
-      // FIFO); a signal to a peer with nothing of ours queued or on the wire goes at once, and
-      // with an endpoint of its own whatever is queued.
-      auto post = [this, r, wire, peer = op.peer, bytes = op.bytes] {
-        int& queued = ranks_[r].nicQueued[peer];
-        ++queued;
-        if (bytes == 0 && c_.signalsBypassNicQueue && (queued == 1 || c_.signalEndpoint))
-          wire([] {});
-        else machine_.sendOnNic(r, peer, wire);
-      };
-      if (c_.paceLeadUs < 0) return post();
-      ranks_[r].held.push_back({op.peer, op.bytes, std::move(post)});
-      pace(r);
-    });
-  });
+      });
+    };
+    // Data waits its turn on the NIC (Machine::sendOnNic: its peer's queue pair, or the one
+    // FIFO); a signal to a peer with nothing of ours queued or on the wire goes at once, and
+    // with an endpoint of its own whatever is queued.
+    int& queued = ranks_[r].nicQueued[op.peer];
+    ++queued;
+    if (op.bytes == 0 && c_.signalsBypassNicQueue && (queued == 1 || c_.signalEndpoint))
+      wire([] {});
+    else machine_.sendOnNic(r, op.peer, wire);
+  }});
 }
 
 // Credits and entry signals that the NIC writes as values (Cluster::signalWrites): no work
@@ -579,38 +560,6 @@ void Run::land(int r, int i) {
   --ranks_[r].putsInFlight;
   deliver(op.peer, r, op.ctx, op.sigIdx, {r, i});
   checkDone(r);
-}
-
-// As the library's proxy paces (src/net/nic_pacer.h, proxy_issue.cc): the first held data
-// write goes once the pacer allows; a zero-byte write goes at once unless a write to its peer
-// is held before it.
-void Run::pace(int r) {
-  RankState& st = ranks_[r];
-  std::vector<int> blocked;
-  for (auto it = st.held.begin(); it != st.held.end();) {
-    const bool free = std::find(blocked.begin(), blocked.end(), it->peer) == blocked.end();
-    if (it->bytes == 0 && free) {
-      auto post = std::move(it->post);
-      it = st.held.erase(it);
-      post();
-      continue;
-    }
-    if (it == st.held.begin() && st.pacer.mayPost(fluid_.now())) {
-      st.pacer.posted(it->bytes, fluid_.now());
-      auto post = std::move(it->post);
-      st.held.pop_front();
-      post();
-      return pace(r);  // the next one may be a signal behind it
-    }
-    if (free) blocked.push_back(it->peer);
-    ++it;
-  }
-  if (st.held.empty() || st.pacerArmed) return;
-  st.pacerArmed = true;
-  fluid_.at(st.pacer.readyAt(), [this, r] {
-    ranks_[r].pacerArmed = false;
-    pace(r);
-  });
 }
 
 void Run::landRelay(int r, int64_t bytes) {
