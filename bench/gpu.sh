@@ -228,6 +228,8 @@ if has relay; then
   # The same with 3 proxy threads a rank (tcp's default is one, Comm::usableProxyThreads): each
   # pair of ranks on its own thread's endpoint, one pacer and one signal lock shared.
   RMACC_PROXY_THREADS=3 perf alltoallv-zipf-3x2-threads 6 3 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
+  # And paced: the threads keep the rank's posting order for data (net/nic_pacer.h first).
+  RMACC_PROXY_THREADS=3 RMACC_NET_PACE_GBPS=2 perf alltoallv-zipf-3x2-threads-paced 6 3 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
   perf alltoallv-zipf-5x1 5 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
   CUDA_DEVICE_MAX_CONNECTIONS=8 perf alltoallv-zipf-5x2 10 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
 fi
