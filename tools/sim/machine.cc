@@ -48,10 +48,10 @@ int ProxyThread::pick() const {
 
 void ProxyThread::next() {
   if (busy_) return;
+  const int i = pick();
   // A paced data write that may go goes before arrived completions (ProxyImpl::round: a write
   // the pacer held back and now lets go leaves before the round's completions are taken in).
-  const bool dataNow =
-      pacer_->enabled() && !released_.empty() && released_[0].bytes > 0 && pick() == 0;
+  const bool dataNow = i == 0 && pacer_->enabled() && released_[0].bytes > 0;
   if (!arrived_.empty() && !dataNow) {
     Server::Job job = std::move(arrived_.front());
     arrived_.pop_front();
@@ -62,17 +62,15 @@ void ProxyThread::next() {
     });
     return;
   }
-  const int i = pick();
   // The oldest data write it does not post now holds the siblings' younger ones back.
   uint64_t held = NicPacer::kNone;
   for (size_t k = 0; k < released_.size() && held == NicPacer::kNone; ++k)
     if (released_[k].bytes > 0 && (int)k != i) held = released_[k].seq;
   pacer_->waiting(index_, held);
-  const bool dataHeld = held != NicPacer::kNone && released_[0].bytes > 0 && i != 0;
   if (i < 0) {
-    // Held data only: look again once the pacer allows, or when a sibling posts (it kicks us),
-    // or when a signal or a completion comes.
-    if (dataHeld && !armed_ && pacer_->readyAt() > fluid_->now()) {
+    // Only held data (a signal at the head always goes): look again once the pacer allows,
+    // or when a sibling posts (it kicks us), or when a signal or a completion comes.
+    if (!released_.empty() && !armed_ && pacer_->readyAt() > fluid_->now()) {
       armed_ = true;
       fluid_->at(pacer_->readyAt(), [this] {
         armed_ = false;
@@ -91,7 +89,8 @@ void ProxyThread::next() {
     w.issued();
     next();
     if (w.bytes == 0) return;
-    for (int t = 0; t < nSiblings_; ++t) siblings_[t].next();
+    for (int t = 0; t < nSiblings_; ++t)
+      if (&siblings_[t] != this) siblings_[t].next();
   });
 }
 
@@ -123,13 +122,12 @@ Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {
   proxyThreads_ = c.proxyThreadsResolved();
   // B/µs and µs: the library's pacer in the model's unit; a negative lead: not paced.
   pacers_.assign(n, c.paceLeadUs >= 0 ? NicPacer(c.nicGBps * kGB, c.paceLeadUs) : NicPacer());
-  proxy_.reserve((size_t)n * proxyThreads_);
+  proxy_.reserve((size_t)n * proxyThreads_);  // no reallocation: threads point at siblings
   for (int g = 0; g < n; ++g)
-    for (int t = 0; t < proxyThreads_; ++t) proxy_.emplace_back(fluid, pacers_[g]);
-  for (int g = 0; g < n; ++g)
-    for (int t = 0; t < proxyThreads_; ++t)
-      proxy_[(size_t)g * proxyThreads_ + t].setSiblings(t, &proxy_[(size_t)g * proxyThreads_],
-                                                        proxyThreads_);
+    for (int t = 0; t < proxyThreads_; ++t) {
+      proxy_.emplace_back(fluid, pacers_[g]);
+      proxy_.back().setSiblings(t, &proxy_[(size_t)g * proxyThreads_], proxyThreads_);
+    }
 }
 
 ProxyThread& Machine::proxy(int rank, int peer) {
