@@ -182,7 +182,7 @@ std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, in
                                                       signals, options);
 }
 
-int defaultProxyThreads(int nodes) { return nodes >= 4 ? 4 : 1; }
+int defaultProxyThreads(int nodes) { return nodes >= 32 ? 8 : nodes >= 4 ? 4 : 1; }
 
 int proxyThreadOf(int nodeA, int nodeB, int threads) {
   return threads <= 1 ? 0 : (nodeA + nodeB) % threads;

@@ -154,13 +154,17 @@ std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, in
 // peers, one per other node, evenly over the threads.
 int proxyThreadOf(int nodeA, int nodeB, int threads);
 
-// RMACC_PROXY_THREADS=0 on `nodes` nodes: 4 from 4 nodes, else 1 (and 1 where the provider
-// reports no link speed, as tcp: FabricOptions::endpointsNeedLinkSpeed). At about 2 µs of
-// proxy time per write one thread bounds uniform 16 MiB a rank from 32 nodes (0.80 of the
+// RMACC_PROXY_THREADS=0 on `nodes` nodes: 8 from 32 nodes, 4 from 4, else 1 (and 1 where the
+// provider reports no link speed, as tcp: FabricOptions::endpointsNeedLinkSpeed). At about 2 µs
+// of proxy time per write one thread bounds uniform 16 MiB a rank from 32 nodes (0.80 of the
 // bound, 4 threads 0.90); from 4 nodes 4 threads are never worse by more than 0.006 of the
 // bound and gain up to 0.10 at 4 MiB; 3 threads, or 2, lose up to 0.16 at some counts (the
 // pair rule's spread), and on 2 nodes every pair is on one thread anyway (rmacc-sim,
-// bench/RESULTS.md §28).
+// bench/RESULTS.md §28). From 32 nodes a rank's 5 writes a node round keep 4 threads over
+// three quarters busy at 16 MiB (1,270 µs of CPU in a 422 µs call at 128 nodes), and a write
+// the pacer lets go waits for its busy thread: 8 threads lift uniform 16 MiB on 40 / 96 / 128
+// nodes from 0.88 / 0.83 / 0.79 to 0.91 / 0.86 / 0.86 of the bound and move zipf, random,
+// 256 MiB and the MoE dispatch by -0.01 .. +0.04 (§34; 24 nodes gain nothing).
 int defaultProxyThreads(int nodes);
 
 }  // namespace rmacc
