@@ -163,8 +163,9 @@ int proxyThreadOf(int nodeA, int nodeB, int threads);
 // bench/RESULTS.md §28). From 32 nodes a rank's 5 writes a node round keep 4 threads over
 // three quarters busy at 16 MiB (1,270 µs of CPU in a 422 µs call at 128 nodes), and a write
 // the pacer lets go waits for its busy thread: 8 threads lift uniform 16 MiB on 40 / 96 / 128
-// nodes from 0.88 / 0.83 / 0.79 to 0.91 / 0.86 / 0.86 of the bound and move zipf, random,
-// 256 MiB and the MoE dispatch by -0.01 .. +0.04 (§34; 24 nodes gain nothing).
+// nodes from 0.88 / 0.83 / 0.79 to 0.91 / 0.86 / 0.86 of the bound (60 nodes, one of the
+// good points of a ragged series with 4, lose 0.03) and move zipf, random, 256 MiB and the MoE
+// dispatch by -0.01 .. +0.04 (§34; 24 nodes gain nothing).
 int defaultProxyThreads(int nodes);
 
 }  // namespace rmacc
