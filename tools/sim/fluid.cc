@@ -67,23 +67,33 @@ void Fluid::touch(const std::vector<int>& path, int except) {
   }
 }
 
-// Max-min rates for the flows on `path`'s resources, by progressive filling: every resource
-// they cross offers what its other flows (held at their rates) leave; the resource with the
-// lowest level (what it has left over its flows still open) fixes its open flows at that level,
-// which takes it from every resource they cross; repeat. Levels only rise as flows are fixed
-// (a fixed flow takes no more than the level it leaves behind), so a heap with stale entries
-// skipped finds the next lowest.
+// Max-min rates for the flows on `path`'s resources and the flows beside them (sharing a
+// resource with one of those), by progressive filling: every resource they cross offers what
+// its other flows (held at their rates) leave; the resource with the lowest level (what it has
+// left over its flows still open) fixes its open flows at that level, which takes it from every
+// resource they cross; repeat. Levels only rise as flows are fixed (a fixed flow takes no more
+// than the level it leaves behind), so a heap with stale entries skipped finds the next lowest.
+// Why the flows beside: a flow on the path whose rate falls leaves room on its other resources
+// that only their flows can take, and one whose rate should rise may be held down by a flow
+// beside it that took that resource earlier. Re-rating the path's flows alone left both stale:
+// a writer's NIC sent below its rate while its flows waited at receivers whose other writers
+// held rates from before (rmacc-sim, uniform 16 MiB on 64 x 8 GPUs: NIC busy 345 us to carry
+// 330 us of bytes, RESULTS §35). Two resources further changes nothing measured there.
 void Fluid::fill(const std::vector<int>& path) {
   ++stamp_;
   scratch_.resize(res_.size());
   flowStamp_.resize(flows_.size(), 0);
   std::vector<int> group, touched;
-  for (int r : path)
+  auto join = [&](int r) {
     for (int g : res_[r].flows)
       if (flowStamp_[g] != stamp_) {
         flowStamp_[g] = stamp_;
         group.push_back(g);
       }
+  };
+  for (int r : path) join(r);
+  for (size_t i = 0, onPath = group.size(); i < onPath; ++i)
+    for (int r : flows_[group[i]].path) join(r);
   for (int g : group) {
     advance(flows_[g]);
     for (int r : flows_[g].path) {

@@ -28,11 +28,11 @@ class Fluid {
 
   // How transfers share resources. kBottleneck (the default): each flow re-rated alone to the
   // smallest fair share on its path (see above). kMaxMin: when a transfer starts or ends, the
-  // flows on its path are re-rated together by progressive filling (max-min fairness) within
-  // what the other flows on their resources use now, so a flow held back at one resource leaves
-  // its share of the others to its neighbours (a NIC serving several queue pairs). It still
-  // never oversubscribes a resource; flows further away keep their rates until an event of
-  // their own re-rates them, so it errs slow there.
+  // flows on its path, and the flows beside them, are re-rated together by progressive filling
+  // (max-min fairness) within what the other flows on their resources use now, so a flow held
+  // back at one resource leaves its share of the others to its neighbours (a NIC serving
+  // several queue pairs). It still never oversubscribes a resource; flows further away keep
+  // their rates until an event of their own re-rates them, so it errs slow there.
   enum class Sharing { kBottleneck, kMaxMin };
   void setSharing(Sharing s) { sharing_ = s; }
 
