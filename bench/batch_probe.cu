@@ -152,6 +152,46 @@ int main() {
     });
     printf("wait %d 8 %.2f %.2f %.2f %.2f\n", k, each, batch, hostEach, lastHostUs);
   }
+  // The proxy-put stream's pattern (src/exec/executor.cc batchProxyPut): per node round a
+  // credit wait (here on a value that already holds) then the round's ready-flag store, the
+  // rounds' memory ops in one cuStreamBatchMemOp of up to kFlushAtMemOps = 16
+  // (src/exec/proxy_runs.h), so 8 rounds a batch; against one call per wait and per store.
+  // rmacc-sim charges each wait and each store as a batch's first memory op (Cluster::memopUs).
+  for (int pairs : {1, 8, 64, 127}) {
+    std::vector<CUstreamBatchMemOpParams> ops(16);
+    auto fill = [&](int i, int round) {
+      ops[i] = {};
+      if (i % 2 == 0) {
+        ops[i].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+        ops[i].waitValue.address = flagsDev + 31 * 64;  // 0 >= 0: holds
+        ops[i].waitValue.value64 = 0;
+        ops[i].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+        return;
+      }
+      ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+      ops[i].writeValue.address = flagsDev + (round % 16) * 64;
+      ops[i].writeValue.value64 = value;
+      ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+    };
+    const double each = timeOnDevice([&] {
+      ++value;
+      for (int r = 0; r < pairs; ++r) {
+        CU(cuStreamWaitValue64(stream, flagsDev + 31 * 64, 0, CU_STREAM_WAIT_VALUE_GEQ));
+        CU(cuStreamWriteValue64(stream, flagsDev + (r % 16) * 64, value,
+                                CU_STREAM_WRITE_VALUE_DEFAULT));
+      }
+    });
+    const double hostEach = lastHostUs;
+    const double batch = timeOnDevice([&] {
+      ++value;
+      for (int r = 0; r < pairs; r += 8) {
+        const int n = std::min(8, pairs - r);
+        for (int i = 0; i < 2 * n; ++i) fill(i, r + i / 2);
+        CU(cuStreamBatchMemOp(stream, 2 * n, ops.data(), 0));
+      }
+    });
+    printf("wait+store %d 8 %.2f %.2f %.2f %.2f\n", pairs, each, batch, hostEach, lastHostUs);
+  }
   // The executor's forward pattern: one copy batch of k, then one memop batch of k writes.
   for (size_t bytes : {(size_t)16384, (size_t)262144}) {
     for (int k : {1, 7}) {

@@ -116,7 +116,7 @@ Cluster bare(int nodes, int gpus) {
   c.pcieGBps = 1000;
   c.localCopyGBps = 1000;
   c.ceOpUs = c.memopUs = c.eventUs = c.proxyOpUs = c.signalLatencyUs = 0;
-  c.ceBatchItemUs = c.memopBatchItemUs = 0;
+  c.ceBatchItemUs = c.memopBatchItemUs = c.waitBatchItemUs = 0;
   c.hostFixedUs = c.enqueueUsPerOp = 0;
   c.paceLeadUs = -1;  // writes posted as released; the pacer has its own tests
   c.ceStreams = 1;     // one copy stream (the library runs 2: CopyStreamsWriteSideBySide)

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "net/nic_pacer.h"
 #include "net/proxy.h"
 
 namespace rmacc::sim {
@@ -58,8 +59,8 @@ struct Cluster {
   // older one back; its thread spends its CPU then (ProxyThread, machine.h); a zero-byte write
   // goes at once unless a write to the same peer is held before it. < 0: not paced (every
   // write is posted as released, in each thread's order, what the library does on tcp, whose
-  // provider reports no link speed, and did before §23).
-  double paceLeadUs = 2;
+  // provider reports no link speed, and did before §23). Default: the library's lead.
+  double paceLeadUs = NicPacer::kLeadS * 1e6;
 
   // Inside a node. ceGBps: what one GPU's copy engines push out (and take in) over NVLink;
   // ceConcurrent: copies a GPU runs at once (FIFO beyond); localCopyGBps: a copy within one
@@ -95,6 +96,13 @@ struct Cluster {
   // cuStreamBatchMemOp 0.63 µs (one call each: 1.5 µs).
   double ceBatchItemUs = 0.13;
   double memopBatchItemUs = 0.63;
+  // A wait right after another wait of its stream, in one memory-op batch (the executor issues a
+  // stream's consecutive waits as one cuStreamBatchMemOp of up to kFlushAtMemOps, as a call's
+  // completion waits): its value already holding, it costs this instead of memopUs. Measured
+  // on one H200 (bench/batch_probe.cu, RESULTS §35): 127 such waits in one batch 115.1 us, 0.89
+  // each after the first. A wait right after a store costs about memopUs (a credit wait and its
+  // ready-flag store: 1.62 us a pair, against 0.63 for a store).
+  double waitBatchItemUs = 0.89;
   // Sources one network write gathers (a relay chunk of several send blocks is one put): the
   // provider's tx iov_limit, 4 for tcp;ofi_rxm (fi_info on the project's machine); the proxy
   // pays proxyOpUs per write, at both ends. Send blocks are taken as packed in rank order

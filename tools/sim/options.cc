@@ -32,7 +32,8 @@ const char* kUsage =
     "          --ce-op US  --memop US  --event US  --proxy-op US  --signal-latency US\n"
     "          --proxy-threads K (RMACC_PROXY_THREADS; 0, the default: the library's\n"
     "          choice for the node count; a pair of ranks talks through one thread)\n"
-    "          --ce-batch-item US  --memop-batch-item US  --iov-limit K\n"
+    "          --ce-batch-item US  --memop-batch-item US  --wait-batch-item US\n"
+    "          --iov-limit K\n"
     "          --ce-streams K (RMACC_CE_STREAMS; default the library's, 2)\n"
     "host:     --host-us US  --exchange-us-per-node US  --plan-us-per-op US\n"
     "          --enqueue-us-per-op US  --enqueue-copy-call US  --enqueue-copy-item US\n"
@@ -140,6 +141,7 @@ SimOptions parseOptions(int argc, char** argv) {
       {"--memop", [&](auto& k, auto v) { c.memopUs = number(k, v); }},
       {"--ce-batch-item", [&](auto& k, auto v) { c.ceBatchItemUs = number(k, v); }},
       {"--memop-batch-item", [&](auto& k, auto v) { c.memopBatchItemUs = number(k, v); }},
+      {"--wait-batch-item", [&](auto& k, auto v) { c.waitBatchItemUs = number(k, v); }},
       {"--iov-limit", [&](auto& k, auto v) { c.iovLimit = (int)number(k, v); }},
       {"--event", [&](auto& k, auto v) { c.eventUs = number(k, v); }},
       {"--proxy-op", [&](auto& k, auto v) { c.proxyOpUs = number(k, v); }},

@@ -43,6 +43,10 @@ class Run {
     std::vector<std::vector<int>> groups;
     std::vector<int> groupOf;
     std::vector<char> eventAfter;  // another stream depends on it: its progress word follows
+    // Proxy puts: the ready-flag store a group of them starts with is the first memory op of
+    // the executor's batch (enqueue), which pays memopUs; a later one pays memopBatchItemUs.
+    std::vector<char> storeLeads;
+    std::vector<double> waitUs;  // kWait: what noticing it holds costs its stream (setUp)
     std::vector<Stream> streams;
     std::vector<int> depsLeft;
     std::vector<std::vector<int>> dependents;
@@ -164,6 +168,19 @@ void Run::setUp(int r) {
   foldCompletionWaits(r);
   groupCalls(r);
   enqueue(r, base);
+  // A wait right after another wait of its stream shares that one's memory-op batch (one of up
+  // to kFlushAtMemOps): a batch item (Cluster::waitBatchItemUs).
+  st.waitUs.assign(m, c_.memopUs);
+  for (const Stream& q : st.streams) {
+    size_t run = 0;
+    for (int i : q.ops) {
+      if (ops[i].kind != OpKind::kWait || ops[i].count == 0) {
+        run = 0;
+        continue;
+      }
+      if (run++ % kFlushAtMemOps != 0) st.waitUs[i] = c_.waitBatchItemUs;
+    }
+  }
   if (m == 0) st.doneAt = base;
 }
 
@@ -207,6 +224,7 @@ void Run::enqueue(int r, double base) {
     return op.kind == OpKind::kPut && !plan_.topo.sameNode(op.peer, r);
   });
   double host = base;
+  st.storeLeads.assign(ops.size(), 0);
   std::vector<int> batch, deps;
   int memOps = 0;
   bool readyLast = false;
@@ -242,6 +260,7 @@ void Run::enqueue(int r, double base) {
       memOps += op.count > 0;
       readyLast = false;
     } else if (!readyLast) {
+      st.storeLeads[i] = memOps == 0;
       ++memOps;
       readyLast = true;
     }
@@ -381,7 +400,7 @@ void Run::start(int r, int g) {
     case OpKind::kWait: {
       Counter& k = counters_[key(r, op.peer, op.ctx, op.sigIdx)];
       if (k.value >= st.threshold[i]) {
-        fluid_.at(now + c_.memopUs, [this, r, i] { finish(r, i); });
+        fluid_.at(now + st.waitUs[i], [this, r, i] { finish(r, i); });
       } else {
         k.waiters.push_back(i);
       }
@@ -467,10 +486,14 @@ void Run::writeSignals(int r, int g) {
   }
 }
 
-// Proxy puts: the stream posts their descriptors with one store (a memop) and moves on.
+// Proxy puts: the stream posts their descriptors with one store (a memop) and moves on. The
+// store is an item of the memory-op batch the executor keeps open on the stream (enqueue):
+// behind a credit wait or an earlier store of that batch it costs a batch item (RESULTS §35).
 void Run::startProxyCall(int r, int g) {
-  ranks_[r].putsInFlight += (int)ranks_[r].groups[g].size();
-  fluid_.at(fluid_.now() + c_.memopUs, [this, r, g] {
+  RankState& st = ranks_[r];
+  st.putsInFlight += (int)st.groups[g].size();
+  const double store = st.storeLeads[st.groups[g][0]] ? c_.memopUs : c_.memopBatchItemUs;
+  fluid_.at(fluid_.now() + store, [this, r, g] {
     for (int i : ranks_[r].groups[g]) {
       finish(r, i);
       sendPut(r, i);
@@ -582,7 +605,7 @@ void Run::deliver(int to, int from, int ctx, int sig, OpRef by) {
       continue;
     }
     st.rec[i].gate(Gate::kSignal, fluid_.now(), by);
-    fluid_.at(fluid_.now() + c_.memopUs, [this, to, i] { finish(to, i); });
+    fluid_.at(fluid_.now() + st.waitUs[i], [this, to, i] { finish(to, i); });
     w[q] = w.back();
     w.pop_back();
   }
