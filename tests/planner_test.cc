@@ -250,6 +250,35 @@ TEST(Planner, OneNodeIsCopyEnginesOnly) {
   expectGood({p});
 }
 
+// A rank's completion waits on other nodes' ranks whose last data comes at one position are in
+// the order of the node rounds that data comes in (plan_build.h finalWaitOrder), for either
+// round order: the position's direct puts land round after round, and a wait on the last of
+// them first left the others' ~0.9 us each after it (RESULTS §35).
+TEST(Planner, RemoteCompletionWaitsFollowTheRounds) {
+  for (bool paired : {false, true}) {
+    Topology t = Topology::blocks(12, 2);
+    if (paired) t.setRoundDeltas(Topology::pairedRoundDeltas(12));
+    Plan p = planOf(t, counts(24, [](int, int) { return 4096; }), opts(1 << 20, 8));
+    for (int r : {0, 5, 23}) {
+      int lastBatch = -1, lastRound = -1, checked = 0;
+      for (int i : find(p, r, isDataWait)) {
+        const Op& op = p.ranks[r].ops[i];
+        if (t.sameNode(op.peer, r)) continue;
+        const int round = t.recvRound(t.nodeOf(r), t.nodeOf(op.peer));
+        EXPECT_EQ(t.recvNode(t.nodeOf(r), round), t.nodeOf(op.peer));
+        if (op.batch == lastBatch) {
+          EXPECT_GT(round, lastRound) << "rank " << r << (paired ? ", paired" : "");
+          ++checked;
+        }
+        lastBatch = op.batch;
+        lastRound = round;
+      }
+      EXPECT_GT(checked, 0) << "no position with two remote sources' last data";
+    }
+    expectGood({p});
+  }
+}
+
 TEST(Planner, OneRankPerNodeIsDirectOnly) {
   const Topology t = Topology::blocks(8, 1);
   Plan p = planOf(t, counts(8, [](int s, int d) { return 10 * s + d + 1; }), opts());

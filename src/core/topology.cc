@@ -65,6 +65,12 @@ void Topology::finish() {
     int d = (int)(((long long)k * (k + 1) / 2) % p);
     if (d < nNodes_) roundDelta_.push_back(d);
   }
+  indexRounds();
+}
+
+void Topology::indexRounds() {
+  roundOfDelta_.assign(nNodes_, 0);
+  for (int k = 0; k < nNodes_; ++k) roundOfDelta_[roundDelta_[k]] = k;
 }
 
 std::vector<int> Topology::pairedRoundDeltas(int nNodes) {
@@ -86,6 +92,7 @@ void Topology::setRoundDeltas(const std::vector<int>& deltas) {
     seen[d] = 1;
   }
   roundDelta_ = deltas;
+  indexRounds();
 }
 
 int Topology::localSize(const char* who) const {

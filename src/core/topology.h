@@ -50,6 +50,10 @@ class Topology {
   int roundDelta(int k) const { return roundDelta_[k]; }
   int sendNode(int node, int k) const { return (node + roundDelta_[k]) % nNodes_; }
   int recvNode(int node, int k) const { return (node - roundDelta_[k] + nNodes_) % nNodes_; }
+  // The round in which `node` receives from node `from` (recvNode(node, k) == from; 0: itself).
+  int recvRound(int node, int from) const {
+    return roundOfDelta_[(node - from + nNodes_) % nNodes_];
+  }
   // Node rounds in another order: deltas[k] for k = 0 .. nNodes-1, a permutation of
   // 0 .. nNodes-1 starting at 0. Throws rmaccInvalidArgument otherwise.
   void setRoundDeltas(const std::vector<int>& deltas);
@@ -71,6 +75,8 @@ class Topology {
   std::vector<int> nodeStart_;  // [node]: index of its first rank in rankAt_; [nNodes]: n
   std::vector<int> rankAt_;     // ranks grouped by node, local rank order
   std::vector<int> roundDelta_;  // index 0 is round 0 (intra-node, delta 0)
+  std::vector<int> roundOfDelta_;  // its inverse: [delta] = round
+  void indexRounds();
 };
 
 }  // namespace rmacc

@@ -63,9 +63,15 @@ inline int payloadLocal(int relay, int L, int m) { return (relay + 1 + m) % L; }
 // the first wait was often on the last signal to land and the other waits, each ~1 us of
 // stream time (RESULTS §20.1), all came after it (rmacc-sim, 16 x 8 GPUs uniform 16 MiB: the
 // 7 waits of a call's tail). Remote sources, where they tie with those, come after them in
-// rank order.
+// the order of the node rounds their data comes in (rank order within a round): the last
+// position's direct puts land round after round, and in rank order the first wait was on the
+// last of them, the others each costing the stream ~0.9 us after it (rmacc-sim, uniform 16 MiB
+// on 128 x 8 GPUs: 15 such waits, RESULTS §35).
 inline int64_t finalWaitOrder(const Topology& topo, int me, int src) {
-  if (!topo.sameNode(me, src)) return (int64_t)topo.nodeSize(topo.nodeOf(me)) + src;
+  if (!topo.sameNode(me, src)) {
+    const int round = topo.recvRound(topo.nodeOf(me), topo.nodeOf(src));
+    return (int64_t)topo.nodeSize(topo.nodeOf(me)) + (int64_t)round * topo.nRanks() + src;
+  }
   const int L = topo.nodeSize(topo.nodeOf(me));
   return (topo.localRankOf(me) - topo.localRankOf(src) - 1 + 2 * L) % L;
 }
