@@ -93,6 +93,8 @@ class Fluid {
   };
   std::vector<Scratch> scratch_;
   std::vector<uint64_t> flowStamp_;
+  std::vector<double> rateBefore_;  // fill: the group's rates before it
+  static constexpr size_t kBesideMostFlows = 16;  // fill: see there
   uint64_t stamp_ = 0;
   double now_ = 0;
   uint64_t seq_ = 0, events_ = 0;
