@@ -55,16 +55,30 @@ double timeOnDevice(const std::function<void()>& work) {
   return median(us);
 }
 
+// A 64-bit write of `value` to `addr`, as a batch's memory op.
+CUstreamBatchMemOpParams write64(CUdeviceptr addr, uint64_t value) {
+  CUstreamBatchMemOpParams op = {};
+  op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+  op.writeValue.address = addr;
+  op.writeValue.value64 = value;
+  op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  return op;
+}
+
+// A 64-bit wait for the word at `addr` to be >= 0: it always holds.
+CUstreamBatchMemOpParams holdingWait(CUdeviceptr addr) {
+  CUstreamBatchMemOpParams op = {};
+  op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+  op.waitValue.address = addr;
+  op.waitValue.value64 = 0;
+  op.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+  return op;
+}
+
 // One cuStreamBatchMemOp of k 64-bit writes of `value`, each to its own word at `base`.
 void enqueueWrites(std::vector<CUstreamBatchMemOpParams>& ops, int k, CUdeviceptr base,
                    uint64_t value) {
-  for (int i = 0; i < k; ++i) {
-    ops[i] = {};
-    ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-    ops[i].writeValue.address = base + i * 64;
-    ops[i].writeValue.value64 = value;
-    ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-  }
+  for (int i = 0; i < k; ++i) ops[i] = write64(base + i * 64, value);
   CU(cuStreamBatchMemOp(stream, k, ops.data(), 0));
 }
 
@@ -132,14 +146,6 @@ int main() {
   // nothing depends on (one per source of the rank's data) join the last stream's memory ops
   // (src/exec/executor.cc join), as rmacc-sim charges them (Cluster::waitBatchItemUs).
   for (int k : {1, 7, 28, 127}) {
-    auto waitOp = [&](int i) {
-      CUstreamBatchMemOpParams op = {};
-      op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
-      op.waitValue.address = flagsDev + (i % kMax) * 64;  // >= 0: holds
-      op.waitValue.value64 = 0;
-      op.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-      return op;
-    };
     const double each = timeOnDevice([&] {
       for (int i = 0; i < k; ++i)
         CU(cuStreamWaitValue64(stream, flagsDev + (i % kMax) * 64, 0, CU_STREAM_WAIT_VALUE_GEQ));
@@ -147,7 +153,7 @@ int main() {
     const double hostEach = lastHostUs;
     std::vector<CUstreamBatchMemOpParams> ops(k);
     const double batch = timeOnDevice([&] {
-      for (int i = 0; i < k; ++i) ops[i] = waitOp(i);
+      for (int i = 0; i < k; ++i) ops[i] = holdingWait(flagsDev + (i % kMax) * 64);
       CU(cuStreamBatchMemOp(stream, k, ops.data(), 0));
     });
     printf("wait %d 8 %.2f %.2f %.2f %.2f\n", k, each, batch, hostEach, lastHostUs);
@@ -159,20 +165,6 @@ int main() {
   // rmacc-sim charges each wait and each store as a batch's first memory op (Cluster::memopUs).
   for (int pairs : {1, 8, 64, 127}) {
     std::vector<CUstreamBatchMemOpParams> ops(16);
-    auto fill = [&](int i, int round) {
-      ops[i] = {};
-      if (i % 2 == 0) {
-        ops[i].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
-        ops[i].waitValue.address = flagsDev + 31 * 64;  // 0 >= 0: holds
-        ops[i].waitValue.value64 = 0;
-        ops[i].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-        return;
-      }
-      ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-      ops[i].writeValue.address = flagsDev + (round % 16) * 64;
-      ops[i].writeValue.value64 = value;
-      ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-    };
     const double each = timeOnDevice([&] {
       ++value;
       for (int r = 0; r < pairs; ++r) {
@@ -186,7 +178,9 @@ int main() {
       ++value;
       for (int r = 0; r < pairs; r += 8) {
         const int n = std::min(8, pairs - r);
-        for (int i = 0; i < 2 * n; ++i) fill(i, r + i / 2);
+        for (int i = 0; i < 2 * n; ++i)
+          ops[i] = i % 2 == 0 ? holdingWait(flagsDev + 31 * 64)
+                              : write64(flagsDev + ((r + i / 2) % 16) * 64, value);
         CU(cuStreamBatchMemOp(stream, 2 * n, ops.data(), 0));
       }
     });
@@ -232,20 +226,8 @@ int main() {
         CK(cudaStreamIsCapturing(stream, &status));
         CK(cudaMemcpyBatchAsync(d.data(), s.data(), n.data(), k, &attr, &attrIdx, 1, stream));
         ++value;
-        for (int i = 0; i < k + 2; ++i) {
-          ops[i] = {};
-          if (i == k + 1) {
-            ops[i].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
-            ops[i].waitValue.address = flagsDev + 31 * 64;  // 0 >= 0: holds
-            ops[i].waitValue.value64 = 0;
-            ops[i].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-            continue;
-          }
-          ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-          ops[i].writeValue.address = flagsDev + i * 64;
-          ops[i].writeValue.value64 = value;
-          ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-        }
+        for (int i = 0; i < k + 2; ++i)
+          ops[i] = i == k + 1 ? holdingWait(flagsDev + 31 * 64) : write64(flagsDev + i * 64, value);
         CU(cuStreamBatchMemOp(stream, k + 2, ops.data(), 0));
       }
     });
