@@ -14,8 +14,8 @@ std::string Cluster::describe() const {
            "%d nodes x %d GPUs; NIC %.1f GB/s per GPU, cross-rail %s (%.1f GB/s), fabric %s, "
            "latency %.1f us, %d message(s) at once, %s, %s sharing, signals %s, %s, %s; CE %.0f GB/s x %d copies, local "
            "copy %.0f GB/s, PCIe %.0f GB/s; ce op %.1f us (+%.2f in a batch), memop %.1f us "
-           "(+%.2f, wait +%.2f), event %.1f us, proxy op %.1f us x %d thread(s), iov limit %d, signal latency "
-           "%.1f us, "
+           "(+%.2f, wait +%.2f), event %.1f us, proxy op %.1f us x %d thread(s), iov limit %d, "
+           "signal latency %.1f us, "
            "%d CE stream(s); host %.1f us + %.1f us/node, plan %.3f us/op, enqueue %.2f us/op "
            "+ copy call %.2f (+%.2f) + memop call %.2f (+%.2f) us",
            nodes, gpusPerNode, nicGBps, crossRailPenalised ? "penalised" : "free", crossRailGBps,
@@ -28,7 +28,8 @@ std::string Cluster::describe() const {
            pacing,
            ceGBps,
            ceConcurrent, localCopyGBps, pcieGBps, ceOpUs, ceBatchItemUs, memopUs,
-           memopBatchItemUs, waitBatchItemUs, eventUs, proxyOpUs, proxyThreads, iovLimit, signalLatencyUs, ceStreams,
+           memopBatchItemUs, waitBatchItemUs, eventUs, proxyOpUs, proxyThreads, iovLimit,
+           signalLatencyUs, ceStreams,
            hostFixedUs, exchangeUsPerNode, planUsPerOp, enqueueUsPerOp, enqueueCopyCallUs,
            enqueueCopyItemUs, enqueueMemopCallUs, enqueueMemopItemUs);
   return text;
@@ -43,7 +44,8 @@ void Cluster::validate() const {
                   "bandwidths must be > 0 (fabric >= 0)");
   RMACC_ARG_CHECK(netLatencyUs >= 0 && ceOpUs >= 0 && memopUs >= 0 && eventUs >= 0 &&
                       proxyOpUs >= 0 && signalLatencyUs >= 0 && ceBatchItemUs >= 0 &&
-                      memopBatchItemUs >= 0 && waitBatchItemUs >= 0 && hostFixedUs >= 0 && exchangeUsPerNode >= 0 &&
+                      memopBatchItemUs >= 0 && waitBatchItemUs >= 0 && hostFixedUs >= 0 &&
+                      exchangeUsPerNode >= 0 &&
                       planUsPerOp >= 0 && enqueueUsPerOp >= 0 && enqueueCopyCallUs >= 0 &&
                       enqueueCopyItemUs >= 0 && enqueueMemopCallUs >= 0 &&
                       enqueueMemopItemUs >= 0,

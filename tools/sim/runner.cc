@@ -43,10 +43,9 @@ class Run {
     std::vector<std::vector<int>> groups;
     std::vector<int> groupOf;
     std::vector<char> eventAfter;  // another stream depends on it: its progress word follows
-    // Proxy puts: the ready-flag store a group of them starts with is the first memory op of
-    // the executor's batch (enqueue), which pays memopUs; a later one pays memopBatchItemUs.
-    std::vector<char> storeLeads;
-    std::vector<double> waitUs;  // kWait: what noticing it holds costs its stream (setUp)
+    // What an op's memory op costs its stream: memopUs as a batch's first, else a batch item
+    // (a wait right after a wait, setUp; a proxy put's ready-flag store, enqueue).
+    std::vector<double> memopCostUs;
     std::vector<Stream> streams;
     std::vector<int> depsLeft;
     std::vector<std::vector<int>> dependents;
@@ -167,10 +166,10 @@ void Run::setUp(int r) {
   }
   foldCompletionWaits(r);
   groupCalls(r);
+  st.memopCostUs.assign(m, c_.memopUs);
   enqueue(r, base);
   // A wait right after another wait of its stream shares that one's memory-op batch (one of up
   // to kFlushAtMemOps): a batch item (Cluster::waitBatchItemUs).
-  st.waitUs.assign(m, c_.memopUs);
   for (const Stream& q : st.streams) {
     size_t run = 0;
     for (int i : q.ops) {
@@ -178,7 +177,7 @@ void Run::setUp(int r) {
         run = 0;
         continue;
       }
-      if (run++ % kFlushAtMemOps != 0) st.waitUs[i] = c_.waitBatchItemUs;
+      if (run++ % kFlushAtMemOps != 0) st.memopCostUs[i] = c_.waitBatchItemUs;
     }
   }
   if (m == 0) st.doneAt = base;
@@ -224,7 +223,6 @@ void Run::enqueue(int r, double base) {
     return op.kind == OpKind::kPut && !plan_.topo.sameNode(op.peer, r);
   });
   double host = base;
-  st.storeLeads.assign(ops.size(), 0);
   std::vector<int> batch, deps;
   int memOps = 0;
   bool readyLast = false;
@@ -256,11 +254,13 @@ void Run::enqueue(int r, double base) {
       ++memOps;
       readyLast = false;
     }
+    // A put's store leads its batch, or it is an item of it (or shares a store already there).
+    if (op.kind != OpKind::kWait && (readyLast || memOps > 0))
+      st.memopCostUs[i] = c_.memopBatchItemUs;
     if (op.kind == OpKind::kWait) {
       memOps += op.count > 0;
       readyLast = false;
     } else if (!readyLast) {
-      st.storeLeads[i] = memOps == 0;
       ++memOps;
       readyLast = true;
     }
@@ -400,7 +400,7 @@ void Run::start(int r, int g) {
     case OpKind::kWait: {
       Counter& k = counters_[key(r, op.peer, op.ctx, op.sigIdx)];
       if (k.value >= st.threshold[i]) {
-        fluid_.at(now + st.waitUs[i], [this, r, i] { finish(r, i); });
+        fluid_.at(now + st.memopCostUs[i], [this, r, i] { finish(r, i); });
       } else {
         k.waiters.push_back(i);
       }
@@ -492,8 +492,7 @@ void Run::writeSignals(int r, int g) {
 void Run::startProxyCall(int r, int g) {
   RankState& st = ranks_[r];
   st.putsInFlight += (int)st.groups[g].size();
-  const double store = st.storeLeads[st.groups[g][0]] ? c_.memopUs : c_.memopBatchItemUs;
-  fluid_.at(fluid_.now() + store, [this, r, g] {
+  fluid_.at(fluid_.now() + st.memopCostUs[st.groups[g][0]], [this, r, g] {
     for (int i : ranks_[r].groups[g]) {
       finish(r, i);
       sendPut(r, i);
@@ -605,7 +604,7 @@ void Run::deliver(int to, int from, int ctx, int sig, OpRef by) {
       continue;
     }
     st.rec[i].gate(Gate::kSignal, fluid_.now(), by);
-    fluid_.at(fluid_.now() + st.waitUs[i], [this, to, i] { finish(to, i); });
+    fluid_.at(fluid_.now() + st.memopCostUs[i], [this, to, i] { finish(to, i); });
     w[q] = w.back();
     w.pop_back();
   }
