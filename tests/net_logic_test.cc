@@ -131,7 +131,8 @@ TEST(NicPacerTest, ThreadsSharingOnePacerLoseNoWrite) {
 }
 
 // Posting order between threads: a thread's data write goes only while no other thread holds
-// an older one back; numbers come in posting order; a thread that says kNone holds none back.
+// an older one back; numbers come in posting order; a thread that says kNone holds none back,
+// and one that posts the write it held back holds back none older than the next number.
 TEST(NicPacerTest, ThreadsKeepThePostingOrder) {
   NicPacer p(1e6, 2e-6);
   const uint64_t a = p.nextOrder(), b = p.nextOrder(), c = p.nextOrder();
@@ -144,8 +145,12 @@ TEST(NicPacerTest, ThreadsKeepThePostingOrder) {
   EXPECT_TRUE(p.first(1, b));  // its own hold does not hold it back
   p.waiting(2, a);
   EXPECT_FALSE(p.first(1, b));
-  p.waiting(2, NicPacer::kNone);  // thread 2 posted a
+  p.takenUp(2, b);  // not the write it holds back: its hold stays
+  EXPECT_FALSE(p.first(1, b));
+  p.takenUp(2, a);  // it posts a: it holds back nothing older than a + 1 (b) from now on
   EXPECT_TRUE(p.first(1, b));
+  EXPECT_FALSE(p.first(0, c));
+  p.waiting(2, NicPacer::kNone);
   p.waiting(1, NicPacer::kNone);
   EXPECT_TRUE(p.first(0, c));
   p.waiting(NicPacer::kMaxThreads, a);  // a thread number past the table holds nothing back

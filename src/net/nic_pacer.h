@@ -82,6 +82,15 @@ class NicPacer {
   void waiting(size_t thread, uint64_t order) {
     if (thread < kMaxThreads) waiting_[thread].store(order, std::memory_order_relaxed);
   }
+  // Thread `thread` posts its data write numbered `order` now. If that was the oldest it held
+  // back, it holds back none older than `order` + 1 from here on: the siblings it kept waiting
+  // may go at once, not only when its round ends, after this post and the round's completions
+  // (rmacc-sim, uniform 16 MiB at 32 / 56 / 80 x 8 GPUs: 0.906 / 0.897 / 0.876 -> 0.914 /
+  // 0.914 / 0.912 of the bound; RESULTS §36).
+  void takenUp(size_t thread, uint64_t order) {
+    if (thread >= kMaxThreads || order == kNone) return;
+    waiting_[thread].compare_exchange_strong(order, order + 1, std::memory_order_relaxed);
+  }
   // Whether thread `thread`'s data write numbered `order` may go before the others' held ones.
   // Unpaced, writes go as they come (nothing is held back for time, so no order is kept).
   bool first(size_t thread, uint64_t order) const {

@@ -48,6 +48,7 @@ ProxyImpl::Issued ProxyImpl::issueThrough(Queue& q, InFlight& f, bool& any) {
       heldOrder_ = std::min(heldOrder_, f.put.order);
       return Issued::kPaced;
     }
+    if (bytes > 0) pacer_.takenUp((size_t)ep_, f.put.order);
     const bool issued = f.landing()         ? issueLandingWrite(q, f)
                         : f.spans.empty()   ? issuePiece(f)
                                             : issueGatherPiece(f);

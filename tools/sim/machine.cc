@@ -62,11 +62,15 @@ void ProxyThread::next() {
     });
     return;
   }
-  // The oldest data write it does not post now holds the siblings' younger ones back.
+  // The oldest data write it does not post now holds the siblings' younger ones back. Once it
+  // holds a younger one or none, a sibling it held back may go at once, not only after this
+  // thread spent its write's CPU (the library's threads: NicPacer::takenUp as they post).
   uint64_t held = NicPacer::kNone;
   for (size_t k = 0; k < released_.size() && held == NicPacer::kNone; ++k)
     if (released_[k].bytes > 0 && (int)k != i) held = released_[k].seq;
   pacer_->waiting(index_, held);
+  if (held > held_) fluid_->at(fluid_->now(), [this] { kickSiblings(); });
+  held_ = held;
   if (i < 0) {
     // Only held data (a signal at the head always goes): look again once the pacer allows,
     // or when a sibling posts (it kicks us), or when a signal or a completion comes.
@@ -88,10 +92,13 @@ void ProxyThread::next() {
     busy_ = false;
     w.issued();
     next();
-    if (w.bytes == 0) return;
-    for (int t = 0; t < nSiblings_; ++t)
-      if (&siblings_[t] != this) siblings_[t].next();
+    if (w.bytes > 0) kickSiblings();
   });
+}
+
+void ProxyThread::kickSiblings() {
+  for (int t = 0; t < nSiblings_; ++t)
+    if (&siblings_[t] != this) siblings_[t].next();
 }
 
 Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {

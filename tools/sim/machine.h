@@ -60,12 +60,15 @@ class ProxyThread {
   void next();
   // The index in released_ of the write to issue now, or -1.
   int pick() const;
+  // The siblings look again (one this thread held back may go now).
+  void kickSiblings();
   Fluid* fluid_;
   NicPacer* pacer_;
   size_t index_ = 0;
   ProxyThread* siblings_ = nullptr;
   int nSiblings_ = 0;
   bool busy_ = false, armed_ = false;
+  uint64_t held_ = NicPacer::kNone;  // what it last told the pacer it holds back
   std::deque<Server::Job> arrived_;
   std::deque<Write> released_;
 };
