@@ -3,12 +3,14 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "net/nic_pacer.h"
+#include "net/proxy.h"
 #include "net/proxy_backoff.h"
 #include "net/signal_tally.h"
 #include "support/ci.h"
@@ -128,6 +130,32 @@ TEST(NicPacerTest, ThreadsSharingOnePacerLoseNoWrite) {
     });
   for (auto& t : threads) t.join();
   EXPECT_DOUBLE_EQ(p.readyAt(), 80000.0);
+}
+
+// proxyThreadOf: a thread in range; the two nodes of one position of a rank's node rounds
+// (node + k, node - k) on different threads, for the writes out and the writes in; a rank's
+// rounds over every thread (once they outnumber twice the threads).
+TEST(ProxyThreadOfTest, PartnersOfOnePositionNeverShareAThread) {
+  for (int threads = 1; threads <= 16; ++threads)
+    for (int nodes = 1; nodes <= 40; ++nodes)
+      for (int a = 0; a < nodes; ++a) {
+        std::vector<char> used(threads, 0);
+        for (int b = 0; b < nodes; ++b) {
+          const int t = proxyThreadOf(a, b, threads, nodes);
+          ASSERT_GE(t, 0);
+          ASSERT_LT(t, threads);
+          if (b != a) used[t] = 1;
+        }
+        if (threads == 1) continue;
+        for (int k = 1; 2 * k < nodes; ++k) {
+          const int up = (a + k) % nodes, down = (a - k + nodes) % nodes;
+          EXPECT_NE(proxyThreadOf(a, up, threads, nodes), proxyThreadOf(a, down, threads, nodes))
+              << a << " -> +-" << k << " of " << nodes << " nodes, " << threads << " threads";
+          EXPECT_NE(proxyThreadOf(up, a, threads, nodes), proxyThreadOf(down, a, threads, nodes));
+        }
+        if (nodes > 2 * threads)
+          EXPECT_EQ(std::count(used.begin(), used.end(), 1), threads) << nodes << " nodes";
+      }
 }
 
 // Posting order between threads: a thread's data write goes only while no other thread holds

@@ -438,7 +438,7 @@ TEST(ProxyTest, SeveralThreadsCarryEveryPair) {
     for (int k = 0; k < kRounds; ++k)
       for (int d = 0; d < c.nRanks; ++d) {
         if (d == c.rank) continue;
-        const int t = (proxyThreadOf(c.rank, d, 2) + k) % 2;
+        const int t = (proxyThreadOf(c.rank, d, 2, c.nRanks) + k) % 2;
         PutShape sh = shapeOf(c.rank, d, k, kMax, slot);
         std::vector<uint8_t>& buf = src[(size_t)d * kRounds + k];
         buf.resize(sh.bytes);

@@ -345,8 +345,9 @@ TEST(SimModel, GatheredPutPaysOneProxyOpPerWrite) {
 // Proxy threads (Cluster::proxyThreads, RMACC_PROXY_THREADS): r0 signals r1 and r2, 10 µs of
 // proxy CPU per write at each end, latency 5. One thread issues them one after the other: the
 // second leaves at 20, lands at 25 and is taken in by r2's proxy at 35. Two issue both at once
-// (nodes 0+1 and 0+2 fall on different threads): both taken in at 25. On 5 nodes, r0's writes
-// to r2 and r4 share thread 0 of 2 (proxyThreadOf: by the nodes' sum), as in the library.
+// (node 1 is 1 ahead of node 0, node 2 is 1 back: different threads): both taken in at 25. On 5
+// nodes, r0's writes to r2 (2 ahead) and r4 (1 back, 1 + 1) share thread 0 of 2 (proxyThreadOf),
+// as in the library.
 TEST(SimModel, ProxyThreadsIssueWritesSideBySide) {
   const plan::Plan p = fanOut(3, {1, 2}, 0);
   Cluster c = bare(3, 1);

@@ -30,7 +30,7 @@ RmaEngine::Route& RmaEngine::routeFor(Stream& stream, int thread) {
 int RmaEngine::threadOf(const ProxyPut& put) const {
   if (put.landing.valid()) return 0;
   return proxyThreadOf(ctx_.topo.nodeOf(ctx_.rank), ctx_.topo.nodeOf(put.peer),
-                       ctx_.proxy->threads());
+                       ctx_.proxy->threads(), ctx_.topo.nNodes());
 }
 
 ProxyQueue& RmaEngine::queueFor(Stream& stream, const ProxyPut& put) {

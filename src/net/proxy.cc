@@ -182,10 +182,15 @@ std::unique_ptr<Proxy> startProxy(Fabric& fabric, Backend& backend, int rank, in
                                                       signals, options);
 }
 
-int defaultProxyThreads(int nodes) { return nodes >= 32 ? 8 : nodes >= 4 ? 4 : 1; }
+int defaultProxyThreads(int nodes) {
+  return nodes >= 96 ? 16 : nodes >= 32 ? 8 : nodes >= 4 ? 4 : 1;
+}
 
-int proxyThreadOf(int nodeA, int nodeB, int threads) {
-  return threads <= 1 ? 0 : (nodeA + nodeB) % threads;
+int proxyThreadOf(int from, int to, int threads, int nodes) {
+  if (threads <= 1 || nodes <= 1) return 0;
+  const int ahead = ((to - from) % nodes + nodes) % nodes;  // the round delta from `from`
+  const bool back = ahead > nodes - ahead || (2 * ahead == nodes && from > to);
+  return ((back ? nodes - ahead : ahead) + (back ? threads / 2 : 0)) % threads;
 }
 
 }  // namespace rmacc

@@ -81,8 +81,8 @@ struct Cluster {
   double eventUs = 1;
   double proxyOpUs = 2;
   // Proxy threads per rank (RMACC_PROXY_THREADS; 0: the library's default for the node
-  // count, defaultProxyThreads). As in the library, the writes between two ranks go through
-  // one thread at each end, proxyThreadOf(their nodes).
+  // count, defaultProxyThreads). As in the library, a rank's writes to another go through one
+  // thread at each end, of the same index, proxyThreadOf(their nodes).
   int proxyThreads = 0;
   int proxyThreadsResolved() const {
     return proxyThreads > 0 ? proxyThreads : defaultProxyThreads(nodes);

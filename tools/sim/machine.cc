@@ -137,12 +137,12 @@ Machine::Machine(Fluid& fluid, const Cluster& c) : c_(c) {
     }
 }
 
-ProxyThread& Machine::proxy(int rank, int peer) {
-  return proxy_[(size_t)rank * proxyThreads_ + proxyThread(rank, peer)];
+ProxyThread& Machine::proxy(int rank, int thread) {
+  return proxy_[(size_t)rank * proxyThreads_ + thread];
 }
 
-int Machine::proxyThread(int rank, int peer) const {
-  return proxyThreadOf(rank / c_.gpusPerNode, peer / c_.gpusPerNode, proxyThreads_);
+int Machine::proxyThread(int writer, int target) const {
+  return proxyThreadOf(writer / c_.gpusPerNode, target / c_.gpusPerNode, proxyThreads_, c_.nodes);
 }
 
 void QueuePairs::submit(int peer, Server::Job job) {

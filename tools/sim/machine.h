@@ -98,9 +98,11 @@ class Machine {
   Server& ce(int gpu) { return ce_[gpu]; }
   // Queues a message from `gpu` to `peer` on gpu's NIC (Cluster::nicQueuePerPeer says how).
   void sendOnNic(int gpu, int peer, Server::Job job);
-  // The proxy thread of `rank` that carries its writes to and from `peer`, and its index.
-  ProxyThread& proxy(int rank, int peer);
-  int proxyThread(int rank, int peer) const;
+  // The index of the proxy thread that carries writes from `writer` to `target`, at both ends
+  // (proxyThreadOf: the write lands on the endpoint of the same index), and thread `thread` of
+  // `rank`.
+  int proxyThread(int writer, int target) const;
+  ProxyThread& proxy(int rank, int thread);
   int proxyThreads() const { return proxyThreads_; }
 
  private:

@@ -523,7 +523,7 @@ double Run::proxyWork(int at, int r, int i) {
   const Op& op = plan_.ranks[r].ops[i];
   const double us = c_.proxyOpUs * writesOf(r, op);
   RankState& st = ranks_[at];
-  st.threadBusyUs[machine_.proxyThread(at, at == r ? op.peer : r)] += us;
+  st.threadBusyUs[machine_.proxyThread(r, op.peer)] += us;
   return us;
 }
 
@@ -532,8 +532,8 @@ double Run::proxyWork(int at, int r, int i) {
 void Run::sendPut(int r, int i) {
   const Op& put = plan_.ranks[r].ops[i];
   // Op index: the executor posts a rank's puts in plan order (the library's posting order).
-  machine_.proxy(r, put.peer).release({put.peer, put.bytes, (uint64_t)i, proxyWork(r, r, i),
-                                       [this, r, i] {
+  ProxyThread& out = machine_.proxy(r, machine_.proxyThread(r, put.peer));
+  out.release({put.peer, put.bytes, (uint64_t)i, proxyWork(r, r, i), [this, r, i] {
     const Op& op = plan_.ranks[r].ops[i];
     auto wire = [this, r, i, peer = op.peer](std::function<void()> releaseNic) {
       const Op& op = plan_.ranks[r].ops[i];
@@ -545,7 +545,8 @@ void Run::sendPut(int r, int i) {
           const Op& op = plan_.ranks[r].ops[i];
           if (op.src.region == Region::kRelay) landRelay(r, -(int64_t)op.bytes);
           if (writtenAsValue(op)) return land(r, i);
-          machine_.proxy(op.peer, r).arrive([this, r, i](std::function<void()> release) {
+          ProxyThread& in = machine_.proxy(op.peer, machine_.proxyThread(r, op.peer));
+          in.arrive([this, r, i](std::function<void()> release) {
             fluid_.at(fluid_.now() + proxyWork(plan_.ranks[r].ops[i].peer, r, i),
                       [this, r, i, release] {
               release();
