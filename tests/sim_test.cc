@@ -612,50 +612,57 @@ TEST(SimModel, SignalsPassHeldWritesToOtherPeersOnly) {
   EXPECT_DOUBLE_EQ(signalPastHeldWrite(1), 60);
 }
 
+// Two proxy threads of one rank sharing its pacer, whose NIC is busy until 4 µs (4,000 bytes at
+// 1,000 B/µs, lead 2 µs): a data write released at 0 may be posted from 2 µs. issued[k]: when
+// write k (the rank's posting order) had its CPU spent.
+struct TwoProxyThreads {
+  Fluid fluid;
+  NicPacer pacer{1000, 2};
+  std::vector<ProxyThread> threads{{fluid, pacer}, {fluid, pacer}};
+  std::vector<double> issued = std::vector<double>(3, -1);
+  TwoProxyThreads() {
+    pacer.posted(4000, 0);
+    for (int t = 0; t < 2; ++t) threads[t].setSiblings(t, threads.data(), 2);
+  }
+  void release(int thread, int k, int peer, uint64_t bytes, double cpuUs) {
+    threads[thread].release(
+        {peer, bytes, (uint64_t)k, cpuUs, [this, k] { issued[k] = fluid.now(); }});
+  }
+};
+
 // A proxy thread spends a write's CPU when it posts it, after completions that arrived, and a
 // rank's threads keep its posting order among the data writes they hold back (tools/sim/
-// machine.h ProxyThread, net/nic_pacer.h). The NIC is busy until 4 µs (4,000 bytes at 1,000
-// B/µs, lead 2 µs), so both threads hold their data write back at 0 and may post from 2 µs;
-// thread 0 takes in a completion from 1 to 6 µs, and thread 1 waits for thread 0 to take up its
-// older write (posted 6-7 µs) before its own (6-7 µs as well); thread 1's signal to another peer
-// passes its held write at once (0-1 µs). Without the order, write 1 would have gone at 2 µs.
+// machine.h ProxyThread, net/nic_pacer.h). Thread 0 takes in a completion from 1 to 6 µs, and
+// thread 1 waits for thread 0 to take up its older write (posted 6-7 µs) before its own (6-7 µs
+// as well); thread 1's signal to another peer passes its held write at once (0-1 µs). Without
+// the order, write 1 would have gone at 2 µs.
 TEST(SimModel, ProxyThreadsPostDataInTheRanksOrder) {
-  Fluid fluid;
-  NicPacer pacer(1000, 2);
-  pacer.posted(4000, 0);
-  std::vector<ProxyThread> threads{{fluid, pacer}, {fluid, pacer}};
-  for (int t = 0; t < 2; ++t) threads[t].setSiblings(t, threads.data(), 2);
-  std::vector<double> issued(3, -1);
-  threads[0].release({7, 1000, 0, 1, [&] { issued[0] = fluid.now(); }});
-  threads[1].release({8, 1000, 1, 1, [&] { issued[1] = fluid.now(); }});
-  threads[1].release({9, 0, 2, 1, [&] { issued[2] = fluid.now(); }});
-  fluid.at(1, [&] {
-    threads[0].arrive([&](std::function<void()> release) { fluid.at(6, release); });
+  TwoProxyThreads p;
+  p.release(0, 0, 7, 1000, 1);
+  p.release(1, 1, 8, 1000, 1);
+  p.release(1, 2, 9, 0, 1);
+  p.fluid.at(1, [&] {
+    p.threads[0].arrive([&](std::function<void()> release) { p.fluid.at(6, release); });
   });
-  fluid.run();
-  EXPECT_DOUBLE_EQ(issued[2], 1);
-  EXPECT_DOUBLE_EQ(issued[0], 7);
-  EXPECT_DOUBLE_EQ(issued[1], 7);
+  p.fluid.run();
+  EXPECT_DOUBLE_EQ(p.issued[2], 1);
+  EXPECT_DOUBLE_EQ(p.issued[0], 7);
+  EXPECT_DOUBLE_EQ(p.issued[1], 7);
 }
 
-// A thread that takes up the oldest held write lets the siblings it held back go at once, as a
-// library thread sees in its next round, not once it spent that write's CPU. The NIC is busy
-// until 4 µs, so both hold their write back and look again at 2 µs; thread 1 looks first and
-// waits for thread 0's older write, which thread 0 then posts (2-5 µs); thread 1 posts its own
-// at 2 µs too (2-3 µs), before the pacer has heard of thread 0's: up to one write per thread
-// beyond the lead, as in the library. Kicked only after thread 0's CPU, it went at 5-6 µs.
+// A thread that takes up the oldest held write lets the siblings it held back go at once, as the
+// library's threads do (NicPacer::takenUp), not once it spent that write's CPU. Both look again
+// at 2 µs, thread 1 first: it waits for thread 0's older write, which thread 0 then posts (2-5
+// µs); thread 1 posts its own at 2 µs too (2-3 µs), before the pacer has heard of thread 0's: up
+// to one write per thread beyond the lead, as in the library. Kicked only after thread 0's CPU,
+// it went at 5-6 µs.
 TEST(SimModel, ProxyThreadsGoOnceTheOlderWriteIsTakenUp) {
-  Fluid fluid;
-  NicPacer pacer(1000, 2);
-  pacer.posted(4000, 0);
-  std::vector<ProxyThread> threads{{fluid, pacer}, {fluid, pacer}};
-  for (int t = 0; t < 2; ++t) threads[t].setSiblings(t, threads.data(), 2);
-  std::vector<double> issued(2, -1);
-  threads[1].release({8, 1000, 1, 1, [&] { issued[1] = fluid.now(); }});
-  threads[0].release({7, 1000, 0, 3, [&] { issued[0] = fluid.now(); }});
-  fluid.run();
-  EXPECT_DOUBLE_EQ(issued[0], 5);
-  EXPECT_DOUBLE_EQ(issued[1], 3);
+  TwoProxyThreads p;
+  p.release(1, 1, 8, 1000, 1);
+  p.release(0, 0, 7, 1000, 3);
+  p.fluid.run();
+  EXPECT_DOUBLE_EQ(p.issued[0], 5);
+  EXPECT_DOUBLE_EQ(p.issued[1], 3);
 }
 
 // Node rounds: paired deltas (Topology::pairedRoundDeltas) visit every delta once, 0 first, the
