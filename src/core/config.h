@@ -104,9 +104,9 @@ enum class ParamVisibility { kPublic, kInternal };
     "least 4 cores per rank of its node")                                                         \
   X(int, proxyThreads, 0, "RMACC_PROXY_THREADS", IntParam<0 COMMA 16>, kInternal, "`0`",          \
     "proxy threads per rank, each with its own fabric endpoint, issuing writes side by side "    \
-    "(the provider must be `FI_THREAD_SAFE`, else one); `0` (auto): 8 from 32 nodes, 4 from "  \
-    "4, on a provider that reports a link speed (verbs, efa), else 1 (tcp: 1); the ranks of a "  \
-    "job use the smallest count any of them asks for")                                            \
+    "(the provider must be `FI_THREAD_SAFE`, else one); `0` (auto): 16 from 96 nodes, 8 from "  \
+    "32, 4 from 4, on a provider that reports a link speed (verbs, efa), else 1 (tcp: 1); the "  \
+    "ranks of a job use the smallest count any of them asks for")                                 \
   X(bool, bounceAlways, false, "RMACC_NET_BOUNCE", SwitchParam<kAutoAlways>, kInternal, "`auto`", \
     "`auto`: a proxy put's source goes through a pinned bounce ring only when the network "       \
     "cannot read it; `always`: every source does (exercises that path without GPUs)")             \
