@@ -48,6 +48,8 @@ ProxyImpl::Issued ProxyImpl::issueThrough(Queue& q, InFlight& f, bool& any) {
       heldOrder_ = std::min(heldOrder_, f.put.order);
       return Issued::kPaced;
     }
+    // Before the provider call, so that no sibling waits out its CPU; a write the provider
+    // then refuses holds no sibling back, as none the provider holds does (nic_pacer.h).
     if (bytes > 0) pacer_.takenUp((size_t)ep_, f.put.order);
     const bool issued = f.landing()         ? issueLandingWrite(q, f)
                         : f.spans.empty()   ? issuePiece(f)
