@@ -189,8 +189,8 @@ int defaultProxyThreads(int nodes) {
 int proxyThreadOf(int from, int to, int threads, int nodes) {
   if (threads <= 1 || nodes <= 1) return 0;
   const int ahead = ((to - from) % nodes + nodes) % nodes;  // the round delta from `from`
-  const bool back = ahead > nodes - ahead || (2 * ahead == nodes && from > to);
-  return ((back ? nodes - ahead : ahead) + (back ? threads / 2 : 0)) % threads;
+  if (ahead < nodes - ahead || (2 * ahead == nodes && from < to)) return ahead % threads;
+  return (nodes - ahead + threads / 2) % threads;  // the way back
 }
 
 }  // namespace rmacc

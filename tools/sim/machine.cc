@@ -68,9 +68,9 @@ void ProxyThread::next() {
   uint64_t held = NicPacer::kNone;
   for (size_t k = 0; k < released_.size() && held == NicPacer::kNone; ++k)
     if (released_[k].bytes > 0 && (int)k != i) held = released_[k].seq;
+  const uint64_t before = pacer_->held(index_);
   pacer_->waiting(index_, held);
-  if (held > held_) fluid_->at(fluid_->now(), [this] { kickSiblings(); });
-  held_ = held;
+  if (held > before) fluid_->at(fluid_->now(), [this] { kickSiblings(); });
   if (i < 0) {
     // Only held data (a signal at the head always goes): look again once the pacer allows,
     // or when a sibling posts (it kicks us), or when a signal or a completion comes.

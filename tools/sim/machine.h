@@ -68,7 +68,6 @@ class ProxyThread {
   ProxyThread* siblings_ = nullptr;
   int nSiblings_ = 0;
   bool busy_ = false, armed_ = false;
-  uint64_t held_ = NicPacer::kNone;  // what it last told the pacer it holds back
   std::deque<Server::Job> arrived_;
   std::deque<Write> released_;
 };
