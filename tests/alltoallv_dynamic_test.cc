@@ -16,7 +16,7 @@ namespace rmacc::test {
 namespace {
 
 // triggered: every call is triggered by its stream, as calls captured into a CUDA graph are
-// (exec/captured_calls.h): the counts then go into the call's own site.
+// (coll/captured_calls.h): the counts then go into the call's own site.
 RunOptions optionsFor(int nodes, int local, bool triggered = false) {
   RunOptions o;
   o.nodeOf = scatteredNodes(nodes, local);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "api/api_guard.h"
-#include "exec/collective.h"
+#include "coll/collective.h"
 #include "rmacc.h"
 #include "support/alltoallv_case.h"
 #include "support/comm_fixture.h"

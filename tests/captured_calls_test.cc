@@ -1,4 +1,4 @@
-// The path calls captured into a CUDA graph take (exec/captured_calls.h), on the host backend:
+// The path calls captured into a CUDA graph take (coll/captured_calls.h), on the host backend:
 // RMACC_STREAM_TRIGGER=always makes every call on a stream a call triggered by its stream, so
 // that CI runs it without CUDA graphs (tests/cuda_alltoallv_test.cc captures real graphs on a
 // GPU). Real processes, libfabric tcp between emulated nodes.

@@ -1,4 +1,4 @@
-// The count exchange (exec/count_exchange.h) against the reference derivation of each rank's
+// The count exchange (coll/count_exchange.h) against the reference derivation of each rank's
 // plan inputs from the whole byte matrix (plan::MatrixInputs): real processes, the TCP
 // bootstrap and the shared-memory node gather, equal and unequal node sizes with scrambled node
 // maps, several calls in a row so that relay steps carry over. Every field of RankInputs must
@@ -11,7 +11,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"
-#include "exec/count_exchange.h"
+#include "coll/count_exchange.h"
 #include "plan/rank_planner.h"
 #include "support/multiprocess.h"
 

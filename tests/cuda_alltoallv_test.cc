@@ -390,7 +390,7 @@ TEST(GpuRma, PutSignalWait) {
   }
 }
 
-// --- CUDA graph capture (exec/captured_calls.h) ---
+// --- CUDA graph capture (coll/captured_calls.h) ---
 
 // No node of `graph` runs on the SMs: rmacc records memory operations, copies and host
 // functions only. Asked through the driver: the runtime's cudaGraphNodeGetType fails with
@@ -540,7 +540,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuCapture,
 // rmaccAlltoAll with fixed counts captured once (global mode) and replayed back to back,
 // `window` replays launched per synchronisation (100: all of them, which hangs a call whose work
 // is enqueued at replay; bench/RESULTS.md §14.3). On one node the graph holds the whole call
-// (exec/in_graph_calls.h); across nodes a replay is enqueued by the progress thread, so those
+// (coll/in_graph_calls.h); across nodes a replay is enqueued by the progress thread, so those
 // shapes keep to a window of 8. Before each replay the stream sets every send block to a byte of
 // (rank, destination, replay); after it the stream copies the receive buffer to pinned history.
 // 1600-byte and 4 MiB blocks (the block to itself then goes through pinned slots in 4 chunks).
@@ -688,7 +688,7 @@ TEST(GpuCaptureMixed, ReplaysBesideUncapturedCallsAndRefusals) {
     CUDA_OK(cudaGraphDestroy(graph));
 
     // A bad argument on rank 0 at capture: rank 0's call says so (rmaccInvalidArgument). The
-    // call is one the graph would hold whole (exec/in_graph_calls.h), so rank 1's capture fails
+    // call is one the graph would hold whole (coll/in_graph_calls.h), so rank 1's capture fails
     // too (rmaccInvalidUsage); nothing is recorded, and the replays write nothing.
     std::vector<int32_t> poison(n * kCount, -5);
     CUDA_OK(cudaMemcpy(drecv, poison.data(), poison.size() * 4, cudaMemcpyHostToDevice));

@@ -1,4 +1,4 @@
-// Captured calls whose work is all in the graph (exec/in_graph_calls.h), on the host backend:
+// Captured calls whose work is all in the graph (coll/in_graph_calls.h), on the host backend:
 // RMACC_GRAPH_CALLS=always makes every fixed-count call on a stream of a one-node communicator
 // an in-graph call, and an identical later call replays the same site (the same flags, reset at
 // every replay), as a graph's replays do. tests/cuda_alltoallv_test.cc captures real graphs.

@@ -1,4 +1,4 @@
-// The library's plan cache (exec/plan_cache.h): hits return the plan of the same inputs, misses
+// The library's plan cache (coll/plan_cache.h): hits return the plan of the same inputs, misses
 // (new counts on every call, as with MoE routing) plan into the storage of evicted entries and
 // produce exactly what a fresh plan::makeRankPlan produces, a plan still held elsewhere is never
 // overwritten, and inputs that differ only in where other writers' chunks sit at a shared relay
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "exec/plan_cache.h"
+#include "coll/plan_cache.h"
 #include "plan/plan_internal.h"
 #include "plan/rank_planner.h"
 

@@ -5,11 +5,11 @@
 // - rank plan: one rank's own plan from its inputs into a fresh result (what the library runs
 //   per call), "kept": into a result kept across calls, and the grouping of its ops into
 //   backend calls (plan/op_groups.h); "cache": through the library's plan cache
-//   (exec/plan_cache.h, CollectiveEngine::planFor) with 16 entries, the calls' inputs taken in
+//   (coll/plan_cache.h, CollectiveEngine::planFor) with 16 entries, the calls' inputs taken in
 //   turn so that every lookup misses (needs calls > 16) and plans into an evicted entry;
 // - batches, ops and groups per rank with small node rounds sharing a batch (the default) and
 //   with one round per batch (Options::roundsPerBatch = 1, as before), and the count-exchange bytes per rank per call of the old
-//   full-matrix protocol against src/exec/count_exchange.h, computed from the message layouts.
+//   full-matrix protocol against src/coll/count_exchange.h, computed from the message layouts.
 // New counts on every call (~1 MiB blocks, +-50%), default options, 8 ranks per node. Times
 // per call are medians: each call's rank plan is built `reps` times (the machine is shared, so a
 // mean is mostly other people's builds).
@@ -20,7 +20,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "exec/plan_cache.h"
+#include "coll/plan_cache.h"
 #include "plan/op_groups.h"
 #include "plan/planner.h"
 #include "plan/rank_planner.h"
@@ -56,7 +56,7 @@ double fullMatrixBytes(int nNodes, int L) {
   const double rec = 184 + 24.0 * nNodes * L;
   return (L - 1) * rec + 2.0 * (nNodes - 1) * L * rec;
 }
-// Per-rank protocol (src/exec/count_exchange.h), equal node sizes, averaged over ranks (a rank
+// Per-rank protocol (src/coll/count_exchange.h), equal node sizes, averaged over ranks (a rank
 // handles h = (nNodes - 1) / L node pairs on average). Node gather 1 reads from each mate its
 // header, verdict, round chunks (nNodes), its count to this rank, its offset for this rank's
 // block and, per writer of this rank (nNodes - 1), an expectation and an offset. Per handled

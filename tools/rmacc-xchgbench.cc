@@ -1,4 +1,4 @@
-// Host cost of the per-call count exchange (exec/count_exchange.h, issue 18): n forked ranks on
+// Host cost of the per-call count exchange (coll/count_exchange.h, issue 18): n forked ranks on
 // this machine, the TCP bootstrap and the shared-memory node gather, `calls` exchanges with new
 // counts each. Prints, per rank count, the median over ranks and calls of the exchange's wall
 // time and of the CPU time of the calling thread (what the exchange costs the host besides
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "exec/count_exchange.h"
+#include "coll/count_exchange.h"
 
 using namespace rmacc;
 

@@ -3,7 +3,7 @@
 
 #include "api/api_guard.h"
 #include "comm/window.h"
-#include "exec/collective.h"
+#include "coll/collective.h"
 
 using namespace rmacc;
 using namespace rmacc::api;

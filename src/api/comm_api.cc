@@ -5,7 +5,7 @@
 
 #include "api/api_guard.h"
 #include "bootstrap/bootstrap.h"
-#include "exec/collective.h"
+#include "coll/collective.h"
 
 using namespace rmacc;
 

@@ -2,7 +2,7 @@
 #include "api/api_guard.h"
 #include "comm/window.h"
 #include "exec/rma.h"
-#include "exec/collective.h"
+#include "coll/collective.h"
 #include "exec/signal_space.h"
 
 using namespace rmacc;

@@ -102,7 +102,7 @@ class Stream {
   virtual void hostCallback(std::function<void()> fn) { fn(); }
   // The same for a function that runs every time the work runs: under graph capture it becomes
   // a node of the graph, run at each replay, so `arg` must live as long as the graph
-  // (tieToCapture). fn must not call the backend. Captured calls (exec/captured_calls.h).
+  // (tieToCapture). fn must not call the backend. Captured calls (coll/captured_calls.h).
   virtual void hostFunction(void (*fn)(void*), void* arg) {
     hostCallback([fn, arg] { fn(arg); });
   }
@@ -205,7 +205,7 @@ class Backend {
   // Releases every wait of every stream and makes them fail (rmaccCommAbort).
   virtual void abort() = 0;
   // Stores `value` at `addr` (host or device memory, this rank's or a mapped peer's) from the
-  // CPU, for waits no stream tracks (those built into a CUDA graph: exec/in_graph_calls.h).
+  // CPU, for waits no stream tracks (those built into a CUDA graph: coll/in_graph_calls.h).
   // Works after abort(); never waits for a stream. Default: hostWrite.
   virtual void releaseWait(volatile uint64_t* addr, uint64_t value) { hostWrite(addr, value); }
   // Runs `fn` with this thread free to allocate and map memory while it captures a stream in

@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "comm/window.h"
-#include "exec/collective.h"
+#include "coll/collective.h"
 #include "exec/rma.h"
 #include "exec/signal_space.h"
 #include "exec/trace.h"

@@ -58,7 +58,7 @@ class Comm : public FailureSink {
   void* createUserStream();
   void destroyUserStream(void* handle);
   // The Stream behind a user's handle; throws rmaccInvalidArgument for a handle this backend
-  // does not know, and, unless `captureOk` (the collectives: exec/captured_calls.h),
+  // does not know, and, unless `captureOk` (the collectives: coll/captured_calls.h),
   // rmaccInvalidUsage for a stream being captured into a CUDA graph.
   Stream& streamOf(rmaccStream_t handle, bool captureOk = false);
   // A NULL stream on the host backend means "return when done" (DESIGN.md §4).

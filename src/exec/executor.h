@@ -35,7 +35,7 @@ struct CallBuffers {
 };
 
 // What a finished call stores: its number into each of the engine's done flags, and 1 into its
-// own flag when it has one (a call triggered by its stream: exec/captured_calls.h).
+// own flag when it has one (a call triggered by its stream: coll/captured_calls.h).
 struct CallDone {
   std::vector<volatile uint64_t*> flags;
   uint64_t value = 0;

@@ -198,7 +198,7 @@ void CudaStream::waitValues(const WaitDesc* ops, size_t n) {
 void CudaStream::memOps(const MemOpDesc* ops, size_t n) {
   if (n == 0) return;
   // A captured wait is not pending: it runs at replays (a captured call's own flag, which
-  // its engine releases on abort: exec/captured_calls.h). Only user streams are captured.
+  // its engine releases on abort: coll/captured_calls.h). Only user streams are captured.
   const bool captured = !owned_ && capturing();
   {
     std::lock_guard<std::mutex> lk(state_->mutex);

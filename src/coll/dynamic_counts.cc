@@ -1,4 +1,4 @@
-#include "exec/dynamic_counts.h"
+#include "coll/dynamic_counts.h"
 
 #include <chrono>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "exec/collective.h"
+#include "coll/collective.h"
 
 namespace rmacc {
 

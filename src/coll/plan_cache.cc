@@ -1,4 +1,4 @@
-#include "exec/plan_cache.h"
+#include "coll/plan_cache.h"
 
 #include <algorithm>
 

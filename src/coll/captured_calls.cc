@@ -1,4 +1,4 @@
-#include "exec/captured_calls.h"
+#include "coll/captured_calls.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "exec/in_graph_calls.h"
+#include "coll/in_graph_calls.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "exec/collective.h"
+#include "coll/collective.h"
 #include "exec/local_copy.h"
 #include "exec/signal_space.h"
 

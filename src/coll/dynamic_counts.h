@@ -45,7 +45,7 @@ class DynamicCounts {
   // `a`'s byte counts and offsets. `writeBack` gets the copies of recvcounts and rdispls (also
   // when the blocks do not fit: then the returned reason is not empty and nothing may move).
   // `counts`: a captured call's own slot ([4n] as slot()), which its stream has filled already
-  // (exec/captured_calls.h); nullptr: the call's slot here, once the ready flag says so.
+  // (coll/captured_calls.h); nullptr: the call's slot here, once the ready flag says so.
   std::string resolve(uint64_t seq, const DynamicArgs& d, uint64_t* counts, AlltoallvArgs& a,
                       std::vector<CopyDesc>& writeBack, const std::function<bool()>& aborted);
 

@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "exec/dynamic_counts.h"
+#include "coll/dynamic_counts.h"
 #include "exec/engine_context.h"
 #include "exec/executor.h"
-#include "exec/count_exchange.h"
+#include "coll/count_exchange.h"
 #include "exec/signal_space.h"
 #include "exec/staging.h"
-#include "exec/plan_cache.h"
+#include "coll/plan_cache.h"
 #include "plan/plan.h"
 
 namespace rmacc {
@@ -76,8 +76,8 @@ class CollectiveEngine {
   // rejected locally still takes part in the count exchange, so that every rank skips it.
   // On a stream being captured into a CUDA graph (or any stream with RMACC_STREAM_TRIGGER=
   // always) the call is recorded instead: with fixed counts on one node, its copies and flags
-  // go into the graph (exec/in_graph_calls.h); otherwise it is numbered, exchanged and enqueued
-  // each time the stream reaches it (exec/captured_calls.h). It returns 0.
+  // go into the graph (coll/in_graph_calls.h); otherwise it is numbered, exchanged and enqueued
+  // each time the stream reaches it (coll/captured_calls.h). It returns 0.
   uint64_t alltoallv(Stream* user, AlltoallvArgs args);  // user may be NULL when rejected
   // Once call `seq` is complete on the stream: its error (rmaccSuccess for a good call).
   // The error of a call is reported once.
@@ -178,7 +178,7 @@ class CollectiveEngine {
   std::map<uint64_t, std::pair<rmaccResult_t, std::string>> callErrors_;
   CallCost lastCost_;
   std::thread thread_;
-  // Captured fixed-count calls on one node whose work is all in the graph (exec/in_graph_calls.h).
+  // Captured fixed-count calls on one node whose work is all in the graph (coll/in_graph_calls.h).
   std::unique_ptr<InGraphCalls> inGraph_;
   // Last: its destructor detaches the sites graphs still hold before anything they reach goes.
   std::unique_ptr<CapturedCalls> captured_;

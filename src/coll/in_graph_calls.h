@@ -14,7 +14,7 @@
 // and no write can overtake its reset: a rank resets ready before its done write, and its peer
 // writes ready again only after seeing that done (each store waits for the stream's earlier
 // work). The progress thread takes no part, so a caller any number of replays ahead cannot
-// block it (the triggered path's limit: exec/captured_calls.h). The replay's first and last
+// block it (the triggered path's limit: coll/captured_calls.h). The replay's first and last
 // stores also mark it running and idle in host memory for the watchdog, which fails the
 // communicator when one runs past RMACC_TIMEOUT_S and, once it has failed, releases every
 // replay that waits. (No host function: its trip through the CPU cost 20 us a replay, 4x the

@@ -18,7 +18,7 @@
 // stream reaches the call, and cudaGraphLaunch, with many launches pending, waits inside the
 // driver holding a lock those copies need: a caller more than ~8 replays ahead deadlocks. The
 // way out is to have nothing to enqueue then: fixed-count calls on one node are therefore
-// captured whole instead (exec/in_graph_calls.h); calls with device counts and calls across
+// captured whole instead (coll/in_graph_calls.h); calls with device counts and calls across
 // nodes still come here.
 //
 // A graph's site lives as long as the graphs made from its capture (Stream::tieToCapture), then
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "exec/collective.h"
+#include "coll/collective.h"
 
 namespace rmacc {
 

@@ -1,4 +1,4 @@
-#include "exec/collective.h"
+#include "coll/collective.h"
 
 #include <sys/prctl.h>
 
@@ -11,8 +11,8 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "exec/captured_calls.h"
-#include "exec/in_graph_calls.h"
+#include "coll/captured_calls.h"
+#include "coll/in_graph_calls.h"
 #include "exec/signal_space.h"
 #include "exec/trace.h"
 #include "plan/plan_build.h"
@@ -337,7 +337,7 @@ plan::Options planOptionsOf(const Config& cfg, int nNodes) {
   return opt;
 }
 
-// This rank's part of the plan (plan/rank_planner.h), from the cache (exec/plan_cache.h: a
+// This rank's part of the plan (plan/rank_planner.h), from the cache (coll/plan_cache.h: a
 // miss plans into the storage of the least recently used entry).
 std::shared_ptr<const plan::RankPlan> CollectiveEngine::planFor(const plan::RankInputs& in) {
   bool planned = false;

@@ -1,4 +1,4 @@
-#include "exec/count_exchange.h"
+#include "coll/count_exchange.h"
 
 #include <climits>
 #include <cstring>
