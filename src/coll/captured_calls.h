@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "coll/collective.h"
+#include "coll/call_args.h"
 
 namespace rmacc {
 

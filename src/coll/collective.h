@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "coll/call_args.h"
 #include "coll/dynamic_counts.h"
 #include "exec/engine_context.h"
 #include "exec/executor.h"
@@ -32,18 +33,6 @@ namespace rmacc {
 // The planner's options from the configuration (RMACC_RELAY_*, RMACC_MAX_PUT_BYTES, ...) on
 // nNodes nodes, the same on every rank (CollectiveEngine checks it at init).
 plan::Options planOptionsOf(const Config& cfg, int nNodes);
-
-struct AlltoallvArgs {
-  const void* sendbuff = nullptr;
-  void* recvbuff = nullptr;
-  std::vector<uint64_t> sendBytes, sendOffset;  // by peer, in bytes
-  std::vector<uint64_t> recvBytes, recvOffset;
-  std::string rejected;  // non-empty: this rank's arguments were invalid (the reason)
-  // Counts on the device (rmaccAlltoAllvDynamic): the byte counts and offsets above are filled
-  // by the progress thread once the stream has reached the call.
-  std::optional<DynamicArgs> dynamic;
-  uint64_t callSeq = 0;  // the communicator's collective call number (Comm::beginCall)
-};
 
 // Tests only: when set, called with this rank's count record of every AlltoAllV just before
 // the exchange (`rows`: send bytes, receive bytes and receive-target offsets, nRanks each), so

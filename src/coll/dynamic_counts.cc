@@ -7,7 +7,6 @@
 #include "bootstrap/bootstrap.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "coll/collective.h"
 
 namespace rmacc {
 

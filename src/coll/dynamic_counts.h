@@ -17,20 +17,11 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "coll/call_args.h"
 
 namespace rmacc {
 
 class Bootstrap;
-struct AlltoallvArgs;
-
-struct DynamicArgs {
-  const size_t* sendcounts = nullptr;  // [n] elements, device memory (host on the host backend)
-  const size_t* sdispls = nullptr;     // [n]
-  size_t* recvcounts = nullptr;        // [n] written by the call
-  size_t* rdispls = nullptr;           // [n] written by the call
-  size_t capacity = 0;                 // elements recvbuff holds
-  size_t esize = 0;
-};
 
 class DynamicCounts {
  public:

@@ -7,7 +7,6 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "coll/collective.h"
 #include "exec/local_copy.h"
 #include "exec/signal_space.h"
 

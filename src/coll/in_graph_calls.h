@@ -38,11 +38,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "coll/call_args.h"
 #include "exec/engine_context.h"
 
 namespace rmacc {
-
-struct AlltoallvArgs;
 
 class InGraphCalls {
  public:
