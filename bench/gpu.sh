@@ -304,7 +304,7 @@ if has pyunit; then  # the Python package's CUDA tests at 1 x 2 (CUDA graphs inc
 fi
 if has capsan; then
   mps_for 0
-  RMACC_TEST_REPLAYS=5 timeout ${CAPSAN_TIMEOUT_S:-240} compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_alltoallv_test \
+  RMACC_TEST_REPLAYS=5 timeout ${CAPSAN_TIMEOUT_S:-240} compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_capture_test \
     --gtest_filter='Shapes/GpuCapture.*/1x2_window1:Shapes/GpuFixedGraph.*/1x2_1600B_window1:Shapes/GpuFixedGraph.*/1x1_4194304B_window20' \
     > "$OUT/sanitizer-capture.log" 2>&1
   echo "compute-sanitizer memcheck, CUDA graph tests: exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer-capture.log" | head -6

@@ -143,4 +143,14 @@ std::vector<int> blockNodes(int nNodes, int localSize) {
   return nodeOf;
 }
 
+RunOptions tcpRanks(std::vector<int> nodeOf, std::vector<std::pair<std::string, std::string>> extra) {
+  RunOptions o;
+  o.nodeOf = std::move(nodeOf);
+  o.timeoutS = 240;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
+           {"RMACC_TIMEOUT_S", "60"}};
+  for (auto& e : extra) o.env.push_back(std::move(e));
+  return o;
+}
+
 }  // namespace rmacc::test

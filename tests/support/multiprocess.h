@@ -42,6 +42,14 @@ void runRanks(int nRanks, const RunOptions& options,
 std::vector<int> scatteredNodes(int nNodes, int localSize);
 std::vector<int> blockNodes(int nNodes, int localSize);
 
+// Ranks on the emulated nodes `nodeOf` talking over libfabric tcp on loopback, as the data-path
+// tests run them. Wrong data usually shows as a signal that never comes: its wait fails after
+// RMACC_TIMEOUT_S = 60 s (not the default 300 s) and the parent kills the ranks at 240 s, so a
+// broken data path is a failure within minutes, not a 900 s hang. `extra` comes after these
+// settings, so it may override them.
+RunOptions tcpRanks(std::vector<int> nodeOf,
+                    std::vector<std::pair<std::string, std::string>> extra = {});
+
 // A value derived from (rank, peer, index): fills that make any misrouted byte visible.
 inline uint8_t patternByte(int src, int dst, uint64_t index, uint64_t salt = 0) {
   uint64_t x = (uint64_t)src * 0x9E3779B97F4A7C15ull ^ (uint64_t)dst * 0xC2B2AE3D27D4EB4Full ^
