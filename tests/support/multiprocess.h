@@ -24,7 +24,10 @@ struct RunOptions {
   std::vector<int> nodeOf;  // node of each rank (RMACC_HOSTNAME=node<k>); empty: all on one node
   double timeoutS = 300;    // the parent kills every rank after this long
   size_t sharedBytes = 1 << 20;
-  std::vector<std::pair<std::string, std::string>> env;  // set in every rank before the body
+  // Set in every rank before the body: environment variables, and parameters that are not read
+  // from the environment (core/config.h kFixed: "RMACC_NET_BOUNCE", "always"), which go through
+  // setParamForTest (core/test_hooks.h).
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 // Exit status of each rank: 0 when its body returned without a gtest failure; 1 on a gtest
