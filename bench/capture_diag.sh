@@ -17,7 +17,7 @@ export RMACC_LIB=$PWD/build-gpu/librmacc.so
 case_run() {  # case_run WINDOW: fails if it hung
   local log=$OUT/case-w$1.log
   RMACC_TEST_WINDOW=$1 RMACC_TEST_STACKS_AFTER_S=8 RMACC_DEBUG=${DEBUG:-WARN} timeout 16 \
-    build-gpu/tests/cuda_alltoallv_test --gtest_filter='Shapes/GpuCapture.*/1x1_window8' > "$log" 2>&1
+    build-gpu/tests/cuda_capture_test --gtest_filter='Shapes/GpuCapture.*/1x1_window8' > "$log" 2>&1
   local rc=$?
   echo "== window $1: exit $rc: $(grep -E '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')"
   grep -q "== stack of thread" "$log" || return 0

@@ -21,7 +21,7 @@
 #              64K..1G with RMACC_LOCAL_COPY=direct and =engines
 #   graph      CUDA graph replays (rmacc-perf --graph) against the same calls uncaptured, same
 #              run: AlltoAll and AlltoAllV with device counts, 1 node, 1K..64M (issue 13)
-# and, only when named: sanitizer capsan pyunit serial random trace relay proxy gdr cost2
+# and, only when named: sanitizer capsan pyunit random trace relay proxy gdr cost2
 # graphnodes
 # (capsan: compute-sanitizer memcheck over the captured dynamic call, 1 x 2 on one GPU; pyunit:
 # the Python package's CUDA unittest, PYUNIT picks the cases; graphnodes: the graph step's calls
@@ -36,7 +36,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
 DEFAULT_STEPS="tests perf ncclapi peer overlap zipf cost dyncounts proxycpu loop graph"
 STEPS=${STEPS:-$DEFAULT_STEPS}
-[[ $STEPS == all ]] && STEPS="sanitizer capsan $DEFAULT_STEPS serial random trace relay proxy gdr cost2 graphnodes"
+[[ $STEPS == all ]] && STEPS="sanitizer capsan $DEFAULT_STEPS random trace relay proxy gdr cost2 graphnodes"
 MAXSIZE=${MAXSIZE:-4G}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -190,10 +190,6 @@ cost() {  # cost NRANKS NODES: where a small call's host time goes
 if has cost; then mps_for "$local_ranks"; cost "$local_ranks" 1; fi
 if has cost2; then mps_for 4; cost 4 2; fi
 
-if has serial; then
-  mps_for "$local_ranks"
-  RMACC_LANES=serial perf alltoall-1node-serial "$local_ranks" 1 alltoall -b 1K -e 64M -f 8 -n 20 -w 5
-fi
 if has random; then
   mps_for "$local_ranks"
   perf alltoallv-random-1node "$local_ranks" 1 alltoallv --pattern random -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
@@ -212,9 +208,6 @@ if has relay; then
   mps_for 4
   perf alltoallv-zipf-2x2 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
   perf alltoallv-random-2x2 4 2 alltoallv --pattern random -b 1K -e 256M -f 16 -n 10 -w 3
-  # Entry by barrier instead of per-peer signals: on one GPU shared by 4 MPS clients the
-  # signals cost ~2 ms a call at small sizes (bench/RESULTS.md), the barrier ~0.25 ms.
-  RMACC_ENTRY_SYNC=barrier perf alltoallv-zipf-2x2-barrier 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
   # The proxies' pacer on (tcp reports no link speed, so it is off by default here): data
   # writes in order at 2 GB/s, about loopback's rate; a check of the path, not a speed-up.
   RMACC_NET_PACE_GBPS=2 perf alltoallv-zipf-2x2-paced 4 2 alltoallv --pattern zipf -b 1K -e 256M -f 4 -n 10 -w 3
@@ -236,8 +229,6 @@ fi
 if has proxy; then  # 2 emulated nodes x 1 (proxy path only)
   mps_for 2
   perf alltoallv-2x1 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
-  # Staged sources sent whole (one chunk) instead of in 4 MiB chunks, for comparison.
-  RMACC_NET_BOUNCE_CHUNK=1G perf alltoallv-2x1-onechunk 2 2 alltoallv -b 1K -e 256M -f 4 -n 10 -w 3
   # put+signal between device windows of two nodes: D2H staging, network, the target's landing
   # slots, H2D by the target's proxy.
   perf putsignal-2x1 2 2 putsignal -b 8 -e 256M -f 8 -n 20 -w 3
@@ -269,8 +260,6 @@ if has loop; then  # one rank per GPU, without MPS: the production shape
   for lc in direct engines; do
     RMACC_LOCAL_COPY=$lc perf alltoall-loop-$lc "$ngpu" 1 alltoall -b 64K -e 1G -f 4 -n 20 -w 5
   done
-  RMACC_LOCAL_COPY=engines RMACC_LOCAL_COPY_SLOT=16M perf alltoall-loop-engines-16M "$ngpu" 1 \
-    alltoall -b 64K -e 1G -f 4 -n 20 -w 5
 fi
 if has graph; then  # the same calls uncaptured and as graph replays, same run (issue 13)
   mps_for "$local_ranks"
@@ -304,7 +293,7 @@ if has pyunit; then  # the Python package's CUDA tests at 1 x 2 (CUDA graphs inc
 fi
 if has capsan; then
   mps_for 0
-  RMACC_TEST_REPLAYS=5 timeout ${CAPSAN_TIMEOUT_S:-240} compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_alltoallv_test \
+  RMACC_TEST_REPLAYS=5 timeout ${CAPSAN_TIMEOUT_S:-240} compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_capture_test \
     --gtest_filter='Shapes/GpuCapture.*/1x2_window1:Shapes/GpuFixedGraph.*/1x2_1600B_window1:Shapes/GpuFixedGraph.*/1x1_4194304B_window20' \
     > "$OUT/sanitizer-capture.log" 2>&1
   echo "compute-sanitizer memcheck, CUDA graph tests: exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer-capture.log" | head -6

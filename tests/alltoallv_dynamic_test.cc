@@ -18,11 +18,8 @@ namespace {
 // triggered: every call is triggered by its stream, as calls captured into a CUDA graph are
 // (coll/captured_calls.h): the counts then go into the call's own site.
 RunOptions optionsFor(int nodes, int local, bool triggered = false) {
-  RunOptions o;
-  o.nodeOf = scatteredNodes(nodes, local);
-  o.timeoutS = 240;
-  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
-           {"RMACC_TIMEOUT_S", "60"}, {"RMACC_RELAY_BYTES", "64K"}, {"RMACC_RELAY_SLOTS", "2"}};
+  RunOptions o = tcpRanks(scatteredNodes(nodes, local),
+                          {{"RMACC_RELAY_BYTES", "64K"}, {"RMACC_RELAY_SLOTS", "2"}});
   if (triggered) o.env.push_back({"RMACC_STREAM_TRIGGER", "always"});
   return o;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rmacc.h"
+#include "support/alltoallv_call.h"
 #include "support/alltoallv_case.h"
 #include "support/comm_fixture.h"
 #include "support/multiprocess.h"
@@ -38,46 +39,7 @@ const std::vector<Shape>& shapes() {
 }
 
 RunOptions optionsFor(const Shape& shape, std::vector<std::pair<std::string, std::string>> extra = {}) {
-  RunOptions o;
-  o.nodeOf = shape.nodeOf;
-  o.timeoutS = 240;  // wrong data shows as a signal that never comes: ranks time out at 60 s
-  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
-           {"RMACC_TIMEOUT_S", "60"}};
-  for (auto& e : extra) o.env.push_back(e);
-  return o;
-}
-
-int commSize(TestComm& comm) {
-  int x = 0;
-  rmaccCommCount(comm.get(), &x);
-  return x;
-}
-
-// One call with malloc'd or rmaccMemAlloc buffers; returns the wrong bytes.
-size_t oneCall(TestComm& comm, const std::vector<size_t>& counts, bool registered, uint64_t seed) {
-  const int n = commSize(comm), me = [&] { int x; rmaccCommUserRank(comm.get(), &x); return x; }();
-  Layout l = makeLayout(counts, n, me, seed);
-  const size_t sendBytes = l.sendElems * 4 + 4, recvBytes = l.recvElems * 4 + 4;
-  void *send = nullptr, *recv = nullptr;
-  std::vector<uint8_t> hs, hr;
-  if (registered) {
-    EXPECT_EQ(rmaccMemAlloc(comm.get(), &send, sendBytes), rmaccSuccess);
-    EXPECT_EQ(rmaccMemAlloc(comm.get(), &recv, recvBytes), rmaccSuccess);
-  } else {
-    hs.resize(sendBytes), hr.resize(recvBytes);
-    send = hs.data(), recv = hr.data();
-  }
-  memset(recv, kPoison, recvBytes);
-  fillSend(static_cast<uint8_t*>(send), l, 4, me, seed);
-  EXPECT_EQ(rmaccAlltoAllv(send, l.sendcounts.data(), l.sdispls.data(), recv, l.recvcounts.data(),
-                           l.rdispls.data(), rmaccFloat32, comm.get(), comm.stream()),
-            rmaccSuccess) << comm.lastError();
-  EXPECT_EQ(comm.sync(), rmaccSuccess) << comm.lastError();
-  std::string first;
-  size_t wrong = checkRecv(static_cast<uint8_t*>(recv), l, 4, me, seed, &first);
-  EXPECT_EQ(wrong, 0u) << "rank " << me << ": " << first;
-  if (registered) rmaccMemFree(comm.get(), send), rmaccMemFree(comm.get(), recv);
-  return wrong;
+  return tcpRanks(shape.nodeOf, std::move(extra));
 }
 
 using Case = std::tuple<int /*shape*/, Pattern, bool /*registered*/>;
@@ -100,7 +62,8 @@ TEST_P(UnequalNodes, ByteExact) {
              EXPECT_EQ(size, expect) << "this rank's node size";
              for (int call = 0; call < 4; ++call) {
                const uint64_t seed = 100 * (int)pattern + call;
-               oneCall(comm, makeCounts(pattern, n, 2500 + 900 * call, seed), registered, seed);
+               oneCall(comm, makeCounts(pattern, n, 2500 + 900 * call, seed), rmaccFloat32, registered, seed,
+                       comm.stream());
              }
            });
 }
@@ -159,7 +122,7 @@ TEST(UnequalNodesErrors, MismatchAnywhereFailsEverywhere) {
                                      l.sdispls.data(), recv.data(), l.recvcounts.data(),
                                      l.rdispls.data(), rmaccFloat32, comm.get(), nullptr);
     EXPECT_EQ(r, me == 4 ? rmaccInvalidArgument : rmaccInvalidUsage) << comm.lastError();
-    oneCall(comm, counts, false, 9);
+    oneCall(comm, counts, rmaccFloat32, false, 9, comm.stream());
   });
 }
 

@@ -80,12 +80,7 @@ const std::vector<Shape>& shapes() {
 enum class Kind { kAlltoAll, kAlltoAllv };
 
 RunOptions optionsFor(const Shape& s) {
-  RunOptions o;
-  o.nodeOf = s.nodeOf.empty() ? scatteredNodes(s.nodes, s.local) : s.nodeOf;
-  o.timeoutS = 240;
-  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
-           {"RMACC_TIMEOUT_S", "60"}};
-  return o;
+  return tcpRanks(s.nodeOf.empty() ? scatteredNodes(s.nodes, s.local) : s.nodeOf);
 }
 
 // The engine's cost record of call `seq`, once the progress thread has enqueued it.

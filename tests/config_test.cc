@@ -1,5 +1,7 @@
-// RMACC_* environment parameters (core/config.h): every one accepts its documented values and
-// rejects a malformed one with rmaccInvalidArgument naming the variable.
+// The parameters of core/config.h: every one accepts its documented values and rejects a
+// malformed one with rmaccInvalidArgument naming it; public and internal ones through the
+// environment, fixed ones only through the test hook (core/test_hooks.h), their environment
+// ignored. The tables of README.md and docs/configuration.md are the declaration's.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -11,6 +13,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/test_hooks.h"
 
 namespace rmacc {
 namespace {
@@ -26,23 +29,62 @@ std::string knobName(const testing::TestParamInfo<Knob>& info) { return info.par
 
 class ConfigKnob : public testing::TestWithParam<Knob> {
  protected:
-  void TearDown() override { unsetenv(GetParam().name); }
+  void TearDown() override {
+    unsetenv(GetParam().name);
+    clearParamsForTest();
+  }
 };
 
-TEST_P(ConfigKnob, AcceptsGoodRejectsBadByName) {
-  const Knob& k = GetParam();
-  EXPECT_FALSE(k.applied(Config::fromEnvironment())) << "the default already looks applied";
-  setenv(k.name, k.good, 1);
-  EXPECT_TRUE(k.applied(Config::fromEnvironment())) << k.name << "=" << k.good;
-  if (!k.bad) return;
-  setenv(k.name, k.bad, 1);
+void expectRejectedByName(const Knob& k, const std::function<void()>& set) {
   try {
-    Config::fromEnvironment();
+    set();
     ADD_FAILURE() << k.name << "=" << k.bad << " was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), rmaccInvalidArgument);
     EXPECT_NE(std::string(e.what()).find(k.name), std::string::npos) << e.what();
   }
+}
+
+TEST_P(ConfigKnob, AcceptsGoodRejectsBadByName) {
+  const Knob& k = GetParam();
+  const ParamInfo* info = findParam(k.name);
+  ASSERT_NE(info, nullptr);
+  const bool fixed = info->visibility == ParamVisibility::kFixed;
+  EXPECT_FALSE(k.applied(Config::fromEnvironment())) << "the default already looks applied";
+  setenv(k.name, k.good, 1);
+  EXPECT_EQ(k.applied(Config::fromEnvironment()), !fixed)
+      << k.name << "=" << k.good << (fixed ? ": a fixed parameter read the environment" : "");
+  if (fixed) {
+    // Only the hook sets it; a malformed environment value is not read either.
+    setParamForTest(k.name, k.good);
+    EXPECT_TRUE(k.applied(Config::fromEnvironment())) << "setParamForTest(" << k.name << ")";
+    if (!k.bad) return;
+    setenv(k.name, k.bad, 1);
+    EXPECT_NO_THROW(Config::fromEnvironment());
+    expectRejectedByName(k, [&] { setParamForTest(k.name, k.bad); });
+    return;
+  }
+  if (!k.bad) return;
+  setenv(k.name, k.bad, 1);
+  expectRejectedByName(k, [] { Config::fromEnvironment(); });
+}
+
+TEST(ConfigTable, HookRefusesUnknownNames) {
+  try {
+    setParamForTest("RMACC_NO_SUCH_KNOB", "1");
+    ADD_FAILURE() << "an unknown parameter was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), rmaccInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("RMACC_NO_SUCH_KNOB"), std::string::npos) << e.what();
+  }
+}
+
+// The public surface stays small: at most 8 variables a user is asked to know.
+TEST(ConfigTable, AtMostEightPublicParameters) {
+  size_t n = 0, pub = 0;
+  const ParamInfo* table = paramTable(&n);
+  for (size_t i = 0; i < n; ++i) pub += table[i].visibility == ParamVisibility::kPublic;
+  EXPECT_LE(pub, 8u);
 }
 
 const std::string kLongName(256, 'n');
@@ -102,9 +144,9 @@ TEST(ConfigTable, EveryParameterIsTested) {
   EXPECT_EQ(declared.size(), n) << "a parameter is declared twice";
 }
 
-// The README's two tables are the table's (scripts or hands that edit one must edit the other):
-// the text between `<!-- params: public -->` (or internal) and `<!-- params: end -->`.
-std::string readmeSection(const std::string& readme, const std::string& which) {
+// The documents' tables are the declaration's (tools/rmacc-params prints them): the text between
+// `<!-- params: public -->` (or internal, fixed) and `<!-- params: end -->`.
+std::string section(const std::string& readme, const std::string& which) {
   const std::string open = "<!-- params: " + which + " -->\n", close = "<!-- params: end -->";
   size_t a = readme.find(open);
   if (a == std::string::npos) return "(no marker " + open + ")";
@@ -113,15 +155,22 @@ std::string readmeSection(const std::string& readme, const std::string& which) {
   return b == std::string::npos ? "(no end marker)" : readme.substr(a, b - a);
 }
 
-TEST(ConfigTable, ReadmeTablesMatchTheDeclaration) {
-  std::ifstream in(std::string(RMACC_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in) << "cannot read README.md";
+std::string sourceFile(const char* path) {
+  std::ifstream in(std::string(RMACC_SOURCE_DIR) + "/" + path);
+  EXPECT_TRUE(in) << "cannot read " << path;
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_EQ(readmeSection(text.str(), "public"), paramMarkdown(ParamVisibility::kPublic))
-      << "paste the expected text between the README's markers";
-  EXPECT_EQ(readmeSection(text.str(), "internal"), paramMarkdown(ParamVisibility::kInternal))
-      << "paste the expected text between the README's markers";
+  return text.str();
+}
+
+TEST(ConfigTable, ReadmeTablesMatchTheDeclaration) {
+  const std::string readme = sourceFile("README.md"), docs = sourceFile("docs/configuration.md");
+  EXPECT_EQ(section(readme, "public"), paramMarkdown(ParamVisibility::kPublic))
+      << "paste tools/rmacc-params' public table between README.md's markers";
+  EXPECT_EQ(section(docs, "internal"), paramMarkdown(ParamVisibility::kInternal))
+      << "paste tools/rmacc-params' internal table between docs/configuration.md's markers";
+  EXPECT_EQ(section(docs, "fixed"), paramMarkdown(ParamVisibility::kFixed))
+      << "paste tools/rmacc-params' fixed table between docs/configuration.md's markers";
 }
 
 // A malformed RMACC_DEBUG is rejected by Config but never breaks logging (it keeps WARN).

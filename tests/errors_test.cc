@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/test_hooks.h"
 #include "rmacc.h"
 #include "support/comm_fixture.h"
 #include "support/multiprocess.h"
@@ -95,16 +96,16 @@ TEST(Init, MalformedEnvironmentIsRejected) {
   // In a child of its own: the configuration is read once per process.
   pid_t pid = fork();
   if (pid == 0) {
-    setenv("RMACC_RELAY_SLOTS", "one", 1);
+    setenv("RMACC_TIMEOUT_S", "soon", 1);
     rmaccUniqueId id;
     rmaccResult_t r = rmaccGetUniqueId(&id);
-    bool named = std::string(rmaccGetLastError(nullptr)).find("RMACC_RELAY_SLOTS") != std::string::npos;
+    bool named = std::string(rmaccGetLastError(nullptr)).find("RMACC_TIMEOUT_S") != std::string::npos;
     _exit(r == rmaccInvalidArgument && named ? 0 : 1);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "a malformed RMACC_RELAY_SLOTS was not rejected by name";
+      << "a malformed RMACC_TIMEOUT_S was not rejected by name";
 }
 
 // The knobs that shape AlltoAllV plans must agree: each rank plans only its own part, so a
@@ -116,7 +117,7 @@ TEST(Init, PlanSettingsThatDifferBetweenRanksFailEveryRank) {
   o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"}};
   runRanks(4, o, [](const RankContext& ctx) {
     // Each rank is a process of its own that has not read its configuration yet.
-    if (ctx.rank == 2) setenv("RMACC_CREDIT_WINDOW", "3", 1);
+    if (ctx.rank == 2) setParamForTest("RMACC_CREDIT_WINDOW", "3");
     rmaccComm_t comm = nullptr;
     EXPECT_EQ(rmaccCommInitRank(&comm, 4, ctx.id, ctx.rank), rmaccInvalidUsage);
     std::string why = rmaccGetLastError(nullptr);

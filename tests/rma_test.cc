@@ -31,15 +31,10 @@ std::string shapeName(const testing::TestParamInfo<Shape>& info) {
          (info.param.scattered ? "_scattered" : "");
 }
 
-// A wait for a signal that never comes (wrong data, a lost or misrouted signal) fails after
-// RMACC_TIMEOUT_S = 60 s instead of the default 300 s, and the ranks are killed at 240 s:
-// a broken data path shows as a failure within minutes, never as a 900 s ctest hang.
+// tcpRanks (support/multiprocess.h): a broken data path fails within minutes.
 RunOptions optionsFor(const Shape& s, double timeoutS = 240) {
-  RunOptions o;
-  o.nodeOf = s.scattered ? scatteredNodes(s.nodes, s.local) : blockNodes(s.nodes, s.local);
+  RunOptions o = tcpRanks(s.scattered ? scatteredNodes(s.nodes, s.local) : blockNodes(s.nodes, s.local));
   o.timeoutS = timeoutS;
-  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
-           {"RMACC_TIMEOUT_S", "60"}};
   return o;
 }
 

@@ -16,6 +16,14 @@ if "CUDA_MODULE_LOADING" not in _os.environ:
     _torch = _sys.modules.get("torch")
     if _torch is None or not _torch.cuda.is_initialized():
         _os.environ["CUDA_MODULE_LOADING"] = "EAGER"
+# rmacc's internal CUDA streams wait on stream memory operations: each needs a hardware queue
+# of its own, or a wait can block the work it waits for (docs/configuration.md). CUDA reads the
+# number of queues once, when it starts, so it is chosen here, as tools/rmacc-run does; a value
+# the user set wins (the library warns below 16).
+if "CUDA_DEVICE_MAX_CONNECTIONS" not in _os.environ:
+    _torch = _sys.modules.get("torch")
+    if _torch is None or not _torch.cuda.is_initialized():
+        _os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "32"
 
 from ._lib import RmaccError, version, path as library_path
 from .communicator import Communicator

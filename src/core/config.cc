@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "core/error.h"
+#include "core/test_hooks.h"
 
 namespace rmacc {
 
@@ -258,6 +259,7 @@ struct EnumParam {
 #define COMMA ,
 constexpr ParamVisibility kPublic = ParamVisibility::kPublic;
 constexpr ParamVisibility kInternal = ParamVisibility::kInternal;
+constexpr ParamVisibility kFixed = ParamVisibility::kFixed;
 
 const ParamInfo kParams[] = {
 #define RMACC_PARAM_INFO(type, field, init, name, parser, vis, defaultText, doc) \
@@ -273,6 +275,12 @@ const ParamInfo* paramTable(size_t* count) {
   return kParams;
 }
 
+const ParamInfo* findParam(const char* name) {
+  for (const ParamInfo& p : kParams)
+    if (!strcmp(p.name, name)) return &p;
+  return nullptr;
+}
+
 std::string paramMarkdown(ParamVisibility visibility) {
   std::string out = "| variable | default | meaning |\n|---|---|---|\n";
   for (const ParamInfo& p : kParams)
@@ -281,14 +289,28 @@ std::string paramMarkdown(ParamVisibility visibility) {
   return out;
 }
 
-Config::Read Config::readOne(const char* name) {
-  const char* v = env(name);
-  if (!v) return Read::kUnset;
+Config::Read Config::parse(const char* name, const char* text) {
 #define RMACC_PARAM_READ(type, field, init, pname, parser, ...) \
-  if (!strcmp(name, pname)) return parser::parse(v, field) ? Read::kSet : Read::kMalformed;
+  if (!strcmp(name, pname)) return parser::parse(text, field) ? Read::kSet : Read::kMalformed;
   RMACC_PARAMS(RMACC_PARAM_READ)
 #undef RMACC_PARAM_READ
   return Read::kUnset;
+}
+
+namespace {
+
+// The environment of a kFixed parameter is not read: those values are the library's, and only
+// tests change them (core/test_hooks.h).
+const char* envOf(const char* name) {
+  const ParamInfo* p = findParam(name);
+  return p && p->visibility != ParamVisibility::kFixed ? env(name) : nullptr;
+}
+
+}  // namespace
+
+Config::Read Config::readOne(const char* name) {
+  const char* v = envOf(name);
+  return v ? parse(name, v) : Read::kUnset;
 }
 
 std::string Config::expected(const char* name) {
@@ -302,7 +324,10 @@ std::string Config::expected(const char* name) {
 Config Config::fromEnvironment() {
   Config c;
   for (const ParamInfo& p : kParams)
-    if (c.readOne(p.name) == Read::kMalformed) reject(p.name, env(p.name), expected(p.name));
+    if (c.readOne(p.name) == Read::kMalformed) reject(p.name, envOf(p.name), expected(p.name));
+  // A test's overrides come last (setParamForTest checked each when it was set).
+  for (const auto& [name, text] : paramOverridesForTest())
+    if (c.parse(name.c_str(), text.c_str()) != Read::kSet) reject(name.c_str(), text.c_str(), expected(name.c_str()));
   // The one constraint between two parameters.
   if (c.relayBytes / c.relaySlots < 1024)
     RMACC_THROW(rmaccInvalidArgument,
@@ -314,7 +339,7 @@ Config Config::fromEnvironment() {
 void Config::log() const {
 #define RMACC_PARAM_LOG(type, field, init, name, parser, ...)                               \
   INFO(kSubsysEnv, "%s=%s%s", name, parser::show(field).c_str(),                            \
-       env(name) ? " (set by environment)" : "");
+       paramOverriddenForTest(name) ? " (set by a test)" : envOf(name) ? " (set by environment)" : "");
   RMACC_PARAMS(RMACC_PARAM_LOG)
 #undef RMACC_PARAM_LOG
 }

@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "core/test_hooks.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -44,7 +46,12 @@ double now() {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   int node = options.nodeOf.empty() ? 0 : options.nodeOf[rank];
   setenv("RMACC_HOSTNAME", ("node" + std::to_string(node)).c_str(), 1);
-  for (const auto& [k, v] : options.env) setenv(k.c_str(), v.c_str(), 1);
+  for (const auto& [k, v] : options.env) {
+    // Fixed parameters are not read from the environment: the test hook sets them.
+    const ParamInfo* p = findParam(k.c_str());
+    if (p && p->visibility == ParamVisibility::kFixed) setParamForTest(k.c_str(), v.c_str());
+    else setenv(k.c_str(), v.c_str(), 1);
+  }
   int code = 0;
   try {
     if (rank == 0) {
@@ -141,6 +148,16 @@ std::vector<int> blockNodes(int nNodes, int localSize) {
   std::vector<int> nodeOf(nNodes * localSize);
   for (int r = 0; r < nNodes * localSize; ++r) nodeOf[r] = r / localSize;
   return nodeOf;
+}
+
+RunOptions tcpRanks(std::vector<int> nodeOf, std::vector<std::pair<std::string, std::string>> extra) {
+  RunOptions o;
+  o.nodeOf = std::move(nodeOf);
+  o.timeoutS = 240;
+  o.env = {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}, {"RMACC_NET_PROVIDER", "tcp"},
+           {"RMACC_TIMEOUT_S", "60"}};
+  for (auto& e : extra) o.env.push_back(std::move(e));
+  return o;
 }
 
 }  // namespace rmacc::test

@@ -24,7 +24,10 @@ struct RunOptions {
   std::vector<int> nodeOf;  // node of each rank (RMACC_HOSTNAME=node<k>); empty: all on one node
   double timeoutS = 300;    // the parent kills every rank after this long
   size_t sharedBytes = 1 << 20;
-  std::vector<std::pair<std::string, std::string>> env;  // set in every rank before the body
+  // Set in every rank before the body: environment variables, and parameters that are not read
+  // from the environment (core/config.h kFixed: "RMACC_NET_BOUNCE", "always"), which go through
+  // setParamForTest (core/test_hooks.h).
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 // Exit status of each rank: 0 when its body returned without a gtest failure; 1 on a gtest
@@ -41,6 +44,14 @@ void runRanks(int nRanks, const RunOptions& options,
 // style scattering: not contiguous blocks (every node still gets localSize ranks).
 std::vector<int> scatteredNodes(int nNodes, int localSize);
 std::vector<int> blockNodes(int nNodes, int localSize);
+
+// Ranks on the emulated nodes `nodeOf` talking over libfabric tcp on loopback, as the data-path
+// tests run them. Wrong data usually shows as a signal that never comes: its wait fails after
+// RMACC_TIMEOUT_S = 60 s (not the default 300 s) and the parent kills the ranks at 240 s, so a
+// broken data path is a failure within minutes, not a 900 s hang. `extra` comes after these
+// settings, so it may override them.
+RunOptions tcpRanks(std::vector<int> nodeOf,
+                    std::vector<std::pair<std::string, std::string>> extra = {});
 
 // A value derived from (rank, peer, index): fills that make any misrouted byte visible.
 inline uint8_t patternByte(int src, int dst, uint64_t index, uint64_t salt = 0) {
