@@ -64,7 +64,20 @@ const char* rmaccGetLastError(rmaccComm_t comm); /* human-readable cause, never 
 rmaccResult_t rmaccGetVersion(int* version);
 rmaccResult_t rmaccGetUniqueId(rmaccUniqueId* uniqueId);
 rmaccResult_t rmaccCommInitRank(rmaccComm_t* comm, int nranks, rmaccUniqueId commId, int rank);
+/* Ends the communicator after every call enqueued on it ran to its end (each bounded by
+ * RMACC_TIMEOUT_S). Returns rmaccSuccess when every call on a stream completed or its outcome
+ * was already reported (the stream was synchronised); otherwise the first such call's error,
+ * with rmaccGetLastError(NULL) naming each call that did not complete or failed unreported.
+ * The handle is released in both cases. While a call on this communicator is in progress on
+ * another thread, destroy is refused with rmaccInvalidUsage and the handle stays valid: abort
+ * it (which releases that call), or wait for the call to return. A handle already destroyed
+ * or aborted gives rmaccInvalidArgument. */
 rmaccResult_t rmaccCommDestroy(rmaccComm_t comm);
+/* Ends the communicator without waiting for its work: every wait, exchange and network
+ * operation fails at once (peers see this rank abort). Safe from any thread, also while
+ * another thread is blocked in a call on it (the way out of a hung call): that call returns an
+ * error, and abort returns once it has left the communicator. Releases the handle; a second
+ * destroy or abort gives rmaccInvalidArgument. */
 rmaccResult_t rmaccCommAbort(rmaccComm_t comm);
 rmaccResult_t rmaccCommGetAsyncError(rmaccComm_t comm, rmaccResult_t* asyncError);
 rmaccResult_t rmaccCommCount(rmaccComm_t comm, int* count);
