@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The issue #17 reliability campaign on this machine (host backend, 4 ranks = 2 emulated nodes
 # x 2, libfabric tcp on loopback, RMACC_TIMEOUT_S=10): bad input on every entry point, then a
-# rank killed during init, a barrier and a cross-node AlltoAllV (REPEATS runs each).
+# rank killed during init, a barrier and a cross-node AlltoAllV (REPEATS runs each), then
+# the lifecycle orders of issue 50 (destroy or abort before, during and after a call, from
+# another thread, after a timeout or a peer's death; one node and 2 emulated nodes).
 # Writes $OUT/reliability.txt (default bench/out/); build first with scripts/build.sh.
-# Exit status 0: no crash, no hang, no success with wrong data, every survivor within 1 s.
+# Exit status 0: no crash, no hang, no success with wrong data, every survivor within 1 s,
+# every lifecycle order clean.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/out}

@@ -142,19 +142,25 @@ rmaccResult_t rmaccGetUniqueId(rmaccUniqueId* uniqueId);
 rmaccResult_t rmaccCommInitRank(rmaccComm_t* comm, int nranks, rmaccUniqueId commId, int rank);
 /** Frees this rank's communicator: its streams, windows, rmaccMemAlloc memory and threads. It
     is local: each rank destroys its own, without waiting for the others, and its peers do not
-    take its leaving for a failure. Finish the communicator's work first (rmaccStreamSynchronize
-    the streams it used) and destroy the CUDA graphs that captured its calls: destroying a
-    communicator whose work is unfinished is an error. Afterwards @p comm is no longer a handle.
-    A poisoned communicator is destroyed the same way.
-    @return rmaccInvalidArgument when @p comm is NULL or not live (destroyed twice, for
-    example). Must not race with other calls on @p comm from other threads. */
+    take its leaving for a failure. Calls still enqueued on its streams run to their end first
+    (each bounded by RMACC_TIMEOUT_S); destroy the CUDA graphs that captured its calls before.
+    A poisoned communicator is destroyed the same way. The handle is released in every case
+    but the refusal below; afterwards @p comm is no longer a handle.
+    @return rmaccSuccess when every call on a stream completed or its outcome was already
+    reported (the stream was synchronised); otherwise the first such call's error, with
+    rmaccGetLastError(NULL) naming each call that did not complete or failed unreported.
+    rmaccInvalidUsage, with the handle still valid, while a call on @p comm is in progress on
+    another thread: abort it (which releases that call), or wait for the call to return.
+    rmaccInvalidArgument when @p comm is NULL or not live (destroyed twice, for example). */
 rmaccResult_t rmaccCommDestroy(rmaccComm_t comm);
 /** Gives up on the communicator: records rmaccRemoteError ("aborted") as its error, releases
-    every wait of this rank, tells the peers (their calls fail within about a second instead of
-    at the timeout), and frees it as rmaccCommDestroy does, without waiting for its work.
-    Afterwards @p comm is no longer a handle. This is the way out after a fatal error or a hang.
-    @return rmaccInvalidArgument when @p comm is NULL or not live. May be called from any
-    thread, while another thread is blocked in a call on @p comm. */
+    every wait, exchange and network operation of this rank at once, tells the peers (their
+    calls fail within about a second instead of at the timeout), and frees it as
+    rmaccCommDestroy does, without waiting for its work. This is the way out after a fatal
+    error or a hang: it may be called from any thread, also while another thread is blocked in
+    a call on @p comm; that call returns an error, and abort returns once it has left the
+    communicator. Afterwards @p comm is no longer a handle.
+    @return rmaccInvalidArgument when @p comm is NULL or not live. */
 rmaccResult_t rmaccCommAbort(rmaccComm_t comm);
 /** Stores the communicator's fatal error in @p asyncError: rmaccSuccess while it is healthy,
     else the first rmaccRemoteError, rmaccNetworkError or rmaccTimeout found by its background

@@ -16,7 +16,8 @@ case "$kind" in
     dir=build-asan flags=address,undefined
     targets=(bootstrap_test net_logic_test fabric_test proxy_test proxy_faults_test landing_test rma_test errors_test alltoallv_test
              alltoallv_faults_test host_backend_test
-             config_test planner_test planner_calls_test verifier_test topology_test bounce_test reliability_test captured_calls_test alltoallv_dynamic_test)
+             config_test planner_test planner_calls_test verifier_test topology_test bounce_test reliability_test captured_calls_test alltoallv_dynamic_test
+             lifecycle_test host_abort_test)
     # Out: the 1 GiB call, the parameter sweep's larger shapes (2x2 and 3x3 stay), the soak
     # (it measures RSS, which ASan's shadow and quarantine change), the Python package (its
     # interpreter would need the ASan runtime preloaded).
@@ -28,7 +29,8 @@ case "$kind" in
   thread)
     dir=build-tsan flags=thread
     targets=(bootstrap_test net_logic_test fabric_test proxy_test proxy_faults_test landing_test rma_test alltoallv_test
-             alltoallv_faults_test)
+             alltoallv_faults_test
+             lifecycle_test host_abort_test)
     exclude='NOT_BUILT|package_install|python_|OneGibibyte|Soak|AlltoallvCase\.ByteExact/(1x8|8x1|2x4|4x2)_'
     # Ranks leave with _exit, which skips TSan's exit code: reports go to files, counted below.
     rm -rf "$PWD/$dir/tsan-logs" && mkdir -p "$PWD/$dir/tsan-logs"

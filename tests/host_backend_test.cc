@@ -285,11 +285,15 @@ TEST(HostBackend, AbortReleasesBlockedAndFutureWaits) {
   auto c = backend->createStream();
   c->waitValues(&w, 1);
   EXPECT_EQ(codeOf([&] { c->synchronize(); }), rmaccRemoteError);
-  // Waits that are already satisfied and other ops still run.
+  // Stores and copies still run; a wait fails even when it is satisfied (after abort() its
+  // word may be freed, so no wait reads it again).
   auto d = backend->createStream();
   d->writeValue(u64(sig), 1);
   d->synchronize();
   EXPECT_EQ(*u64(sig), 1u);
+  WaitDesc satisfied{u64(sig), 1};
+  d->waitValues(&satisfied, 1);
+  EXPECT_EQ(codeOf([&] { d->synchronize(); }), rmaccRemoteError);
 }
 
 TEST(HostBackend, MisalignedSignalIsRejected) {

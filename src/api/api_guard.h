@@ -17,6 +17,9 @@
 
 struct rmaccComm {
   std::unique_ptr<rmacc::Comm> impl;
+  // Entry points running on this communicator right now (api::CallScope), guarded by the set
+  // of live handles' mutex (comm_api.cc): destroy refuses while it is not 0, abort waits for it.
+  int callers = 0;
 };
 
 namespace rmacc::api {
@@ -32,6 +35,22 @@ Comm& commOf(rmaccComm_t comm);
 bool isLive(rmaccComm_t comm);
 // Same, and fails with the communicator's fatal error if it has one.
 Comm& healthyComm(rmaccComm_t comm);
+
+// Holds a communicator for one entry point: while a scope holds it, `comm->impl` is not
+// destroyed (rmaccCommDestroy refuses, rmaccCommAbort releases the call and waits for the
+// scope to end). A handle that is not live is not held, and nothing reads through it.
+class CallScope {
+ public:
+  explicit CallScope(rmaccComm_t comm);
+  ~CallScope();
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  rmaccComm_t comm_;
+  bool held_ = false;
+};
 
 // A datatype as the caller passed it. C callers may pass any int, and a value outside the C++
 // enum's range must not be loaded as the enum (undefined; UBSan's enum check stops there): read
@@ -62,9 +81,10 @@ void collective(Comm& c, const char* kind, F&& body) {
 
 template <class F>
 rmaccResult_t guarded(rmaccComm_t comm, const char* what, F&& body) {
+  const CallScope scope(comm);
   auto record = [&](rmaccResult_t code, const std::string& text) {
     std::string msg = std::string(what) + ": " + text;
-    const bool live = isLive(comm);
+    const bool live = scope.held();
     if (live && fatalError(code)) msg = std::string(what) + ": " + comm->impl->failCall(code, text);
     if (live) comm->impl->setLastError(msg);
     threadLastError() = msg;

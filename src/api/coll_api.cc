@@ -76,6 +76,8 @@ void enqueue(Comm& c, AlltoallvArgs a, rmaccStream_t stream) {
   std::string reason = a.rejected;
   uint64_t seq = c.coll().alltoallv(s, std::move(a));
   if (!reason.empty()) RMACC_THROW(rmaccInvalidArgument, "%s", reason.c_str());
+  // Until its stream is synchronised, the call's outcome is the destroy's to report.
+  if (!c.synchronousStream(stream) && seq != 0) c.noteCallOnStream(seq, stream);
   if (c.synchronousStream(stream)) {
     s->synchronize();
     c.checkHealthy();

@@ -1,4 +1,6 @@
 // Communicator lifecycle, errors and queries.
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <unordered_set>
@@ -23,6 +25,7 @@ namespace {
 struct LiveComms {
   std::mutex mu;
   std::unordered_set<rmaccComm_t> handles;
+  std::condition_variable left;  // a CallScope ended (rmaccComm::callers went down)
 };
 
 LiveComms& liveComms() {
@@ -31,16 +34,52 @@ LiveComms& liveComms() {
 }
 
 
-// Takes the handle out of the set (one of two racing destroys wins) and hands it back.
-std::unique_ptr<rmaccComm> retire(rmaccComm_t comm) {
+// Takes the handle out of the set (one of two racing destroys wins) and hands it back. With
+// `refuseWhileCalled`, a handle that a call on another thread still holds stays live and the
+// caller is told to abort first: destroying it would free what that call is using.
+std::unique_ptr<rmaccComm> retire(rmaccComm_t comm, bool refuseWhileCalled) {
   RMACC_ARG_CHECK(comm != nullptr, "communicator is NULL");
   LiveComms& live = liveComms();
   std::lock_guard<std::mutex> lock(live.mu);
-  RMACC_ARG_CHECK(live.handles.erase(comm), "%p is not a live communicator", (void*)comm);
+  RMACC_ARG_CHECK(live.handles.count(comm), "%p is not a live communicator", (void*)comm);
+  if (refuseWhileCalled && comm->callers > 0)
+    RMACC_THROW(rmaccInvalidUsage, "%d call%s in progress on another thread: abort first "
+                "(rmaccCommAbort releases %s), or wait for %s to return", comm->callers,
+                comm->callers == 1 ? " is" : "s are", comm->callers == 1 ? "it" : "them",
+                comm->callers == 1 ? "it" : "them");
+  live.handles.erase(comm);
   return std::unique_ptr<rmaccComm>(comm);
 }
 
+// After an abort released them: waits for the calls still inside `comm` to leave. Returns how
+// many had not left after `seconds` (the communicator must then not be freed).
+int waitForCallers(rmaccComm_t comm, double seconds) {
+  LiveComms& live = liveComms();
+  std::unique_lock<std::mutex> lock(live.mu);
+  live.left.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return comm->callers == 0; });
+  return comm->callers;
+}
+
 }  // namespace
+
+CallScope::CallScope(rmaccComm_t comm) : comm_(comm) {
+  if (!comm) return;
+  LiveComms& live = liveComms();
+  std::lock_guard<std::mutex> lock(live.mu);
+  if (!live.handles.count(comm)) return;
+  ++comm->callers;
+  held_ = true;
+}
+
+CallScope::~CallScope() {
+  if (!held_) return;
+  LiveComms& live = liveComms();
+  {
+    std::lock_guard<std::mutex> lock(live.mu);
+    --comm_->callers;
+  }
+  live.left.notify_all();
+}
 
 bool isLive(rmaccComm_t comm) {
   LiveComms& live = liveComms();
@@ -83,7 +122,8 @@ RMACC_API const char* rmaccGetErrorString(rmaccResult_t result) {
 RMACC_API const char* rmaccGetLastError(rmaccComm_t comm) {
   // The text must outlive the call: keep a per-thread copy of the communicator's text.
   thread_local std::string copy;
-  if (isLive(comm)) copy = comm->impl->lastError();
+  const CallScope scope(comm);
+  if (scope.held()) copy = comm->impl->lastError();
   else copy = threadLastError();
   return copy.c_str();
 }
@@ -126,15 +166,29 @@ RMACC_API rmaccResult_t rmaccCommInitRank(rmaccComm_t* comm, int nranks, rmaccUn
 
 RMACC_API rmaccResult_t rmaccCommDestroy(rmaccComm_t comm) {
   return guarded(nullptr, "rmaccCommDestroy", [&] {
-    retire(comm);
+    std::unique_ptr<rmaccComm> handle = retire(comm, /*refuseWhileCalled=*/true);
+    std::string unfinished;
+    const rmaccResult_t code = handle->impl->finish(&unfinished);
+    handle.reset();
+    if (code != rmaccSuccess) throw Error(code, unfinished);
   });
 }
 
 RMACC_API rmaccResult_t rmaccCommAbort(rmaccComm_t comm) {
   return guarded(nullptr, "rmaccCommAbort", [&] {
-    std::unique_ptr<rmaccComm> handle = retire(comm);
+    std::unique_ptr<rmaccComm> handle = retire(comm, /*refuseWhileCalled=*/false);
     handle->impl->setAsyncError(rmaccRemoteError, "aborted by rmaccCommAbort");
     handle->impl->abort();
+    // Calls on other threads are released by the abort; they leave within a wait slice or
+    // two. One that does not (it would be a bug) keeps the communicator: leaked, not freed
+    // under it.
+    const double patienceS = handle->impl->cfg().timeoutS + 5;
+    if (const int callers = waitForCallers(handle.get(), patienceS)) {
+      (void)handle.release();
+      RMACC_THROW(rmaccInternalError, "%d call%s on other threads did not return within %.0f s of "
+                  "the abort; the communicator is left allocated", callers, callers == 1 ? "" : "s",
+                  patienceS);
+    }
   });
 }
 

@@ -44,7 +44,15 @@ RMACC_API rmaccResult_t rmaccStreamCreate(rmaccComm_t comm, rmaccStream_t* strea
 RMACC_API rmaccResult_t rmaccStreamSynchronize(rmaccComm_t comm, rmaccStream_t stream) {
   return guarded(comm, "rmaccStreamSynchronize", [&] {
     Comm& c = commOf(comm);
-    c.streamOf(stream).synchronize();
+    Stream& s = c.streamOf(stream);
+    // What this synchronisation reports (an error, or success) is reported for the stream's
+    // calls: destroy does not report them again.
+    struct Reported {
+      Comm& c;
+      rmaccStream_t stream;
+      ~Reported() { c.noteStreamSynchronized(stream); }
+    } reported{c, stream};
+    s.synchronize();
     c.checkHealthy();
     std::string text;
     rmaccResult_t e = c.coll().takeAnyCallError(&text);

@@ -202,7 +202,9 @@ class Backend {
   // A CPU thread's store of a value that streams may be waiting on (the proxy's signal
   // increments, done flags): a release store, plus waking the host backend's waiters.
   virtual void hostWrite(volatile uint64_t* addr, uint64_t value) = 0;
-  // Releases every wait of every stream and makes them fail (rmaccCommAbort).
+  // Releases every wait of every stream and makes them fail (rmaccCommAbort). Returns once no
+  // stream reads a wait's word any more: the memory waits point at may be freed after it. May
+  // be called more than once, from any thread but a stream's own host callback.
   virtual void abort() = 0;
   // Stores `value` at `addr` (host or device memory, this rank's or a mapped peer's) from the
   // CPU, for waits no stream tracks (those built into a CUDA graph: coll/in_graph_calls.h).

@@ -71,6 +71,8 @@ class CollectiveEngine {
   // Once call `seq` is complete on the stream: its error (rmaccSuccess for a good call).
   // The error of a call is reported once.
   rmaccResult_t takeCallError(uint64_t seq, std::string* text);
+  // The last call whose work completed (numbers as alltoallv returns them).
+  uint64_t completedSeq() const { return doneSeq(); }
   // Errors of completed calls that nobody collected yet (rmaccStreamSynchronize reports them).
   rmaccResult_t takeAnyCallError(std::string* text);
   uint64_t relayBytes() const { return relayAlloc_ ? relayAlloc_->size() : 0; }

@@ -181,9 +181,9 @@ Comm::~Comm() {
     bootstrap_->leave();
     bootstrap_->setPeerLostHandler(nullptr);
   }
-  // Components go in the reverse order of their dependencies: the progress thread and the
-  // executor's streams first, the transport last.
-  coll_.reset();
+  // Components go in the reverse order of their dependencies. The user's streams first: they
+  // wait on the collective engine's flags (and run its triggered calls), so they must be done
+  // and joined before the engine frees them (an aborted stream fails its waits at once).
   {
     std::lock_guard<std::mutex> lock(streamsMu_);
     for (auto& [h, st] : userStreams_) {
@@ -191,6 +191,8 @@ Comm::~Comm() {
     }
     userStreams_.clear();
   }
+  // Then the progress thread and the executor's streams.
+  coll_.reset();
   // The last puts may still read the bounce rings the RMA engine owns (seen: EFAULT from the
   // provider when a communicator went right after its last call).
   if (proxy_) proxy_->flush();
@@ -205,6 +207,66 @@ Comm::~Comm() {
   signals_.reset();
   backend_.reset();
   bootstrap_.reset();
+}
+
+void Comm::noteCallOnStream(uint64_t seq, rmaccStream_t stream) {
+  const uint64_t done = coll_->completedSeq();
+  std::lock_guard<std::mutex> lock(errorMu_);
+  // Completed calls need no report (a completed call's error stays with the engine until a
+  // synchronisation or the destroy collects it).
+  unreported_.erase(unreported_.begin(), unreported_.upper_bound(done));
+  unreported_[seq] = CallOnStream{callSeq_, callKind_, stream};
+}
+
+void Comm::noteStreamSynchronized(rmaccStream_t stream) {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  for (auto it = unreported_.begin(); it != unreported_.end();)
+    it = it->second.stream == stream ? unreported_.erase(it) : std::next(it);
+}
+
+rmaccResult_t Comm::finish(std::string* report) {
+  // What was enqueued runs to its end: the progress thread sets up the queued calls (a late
+  // peer fails the exchange at the timeout), then the streams run their work.
+  coll_->quiesce();
+  {
+    std::lock_guard<std::mutex> lock(streamsMu_);
+    for (auto& [h, st] : userStreams_) {
+      try { st->synchronize(); } catch (const Error&) {}  // its calls' errors are named below
+    }
+  }
+  std::map<uint64_t, CallOnStream> calls;
+  {
+    std::lock_guard<std::mutex> lock(errorMu_);
+    calls.swap(unreported_);
+  }
+  const uint64_t done = coll_->completedSeq();
+  rmaccResult_t code = rmaccSuccess;
+  std::vector<std::string> lost;
+  auto add = [&](rmaccResult_t e, const std::string& what) {
+    if (code == rmaccSuccess) code = e;
+    lost.push_back(what);
+  };
+  for (const auto& [seq, call] : calls) {
+    std::string why;
+    rmaccResult_t e = coll_->takeCallError(seq, &why);
+    if (e == rmaccSuccess && seq <= done) continue;
+    if (e == rmaccSuccess) e = asyncError(&why);
+    if (e == rmaccSuccess) e = rmaccInternalError, why = "its work did not complete";
+    add(e, strprintf("call #%llu (%s) on stream %p: %s", (unsigned long long)call.callSeq,
+                     call.kind, call.stream, why.c_str()));
+  }
+  // Completed calls that failed (rejected counts on the device) and whose stream was never
+  // synchronised.
+  std::string why;
+  for (rmaccResult_t e; (e = coll_->takeAnyCallError(&why)) != rmaccSuccess;)
+    add(e, "a call that failed: " + why);
+  if (lost.empty()) return rmaccSuccess;
+  std::string text = strprintf("%zu call%s on a stream did not complete or failed, and nothing "
+                               "reported it (synchronise the stream before destroy to see each "
+                               "call's error): ", lost.size(), lost.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < lost.size(); ++i) text += (i ? "; " : "") + lost[i];
+  *report = text;
+  return code;
 }
 
 // Each rank registers its signal array for value writes when its stream waits notice a NIC's

@@ -85,6 +85,16 @@ class Comm : public FailureSink {
   // the text the call reports. Only on a user's thread.
   std::string failCall(rmaccResult_t code, const std::string& text);
 
+  // Calls on a stream whose outcome the user has not been told yet (rmaccCommDestroy reports
+  // them): `seq` is CollectiveEngine::alltoallv's number, made in the current collective call.
+  void noteCallOnStream(uint64_t seq, rmaccStream_t stream);
+  // The stream was synchronised: whatever that returned told the outcome of its calls so far.
+  void noteStreamSynchronized(rmaccStream_t stream);
+  // Before destroy: lets every enqueued call run to its end (each wait bounded by the
+  // timeout), then returns rmaccSuccess, or the error of the first call on a stream that did
+  // not complete or failed unreported, with `report` naming each such call.
+  rmaccResult_t finish(std::string* report);
+
   // Collective calls are numbered alike on every rank (1, 2, ...); the number and the kind
   // travel with the call's control messages so that ranks out of step are told apart.
   uint64_t beginCall(const char* kind);
@@ -136,9 +146,15 @@ class Comm : public FailureSink {
   std::atomic<int> asyncError_{rmaccSuccess};
   std::string asyncErrorText_;
   void watchLocalPeers(const std::vector<ProcessRecord>& procs);
-  uint64_t callSeq_ = 0;                // guarded by errorMu_, as are the two below
+  uint64_t callSeq_ = 0;                // guarded by errorMu_, as are the three below
   const char* callKind_ = "none";
   bool inCall_ = false;
+  struct CallOnStream {
+    uint64_t callSeq;
+    const char* kind;
+    rmaccStream_t stream;
+  };
+  std::map<uint64_t, CallOnStream> unreported_;  // by engine number (noteCallOnStream)
 };
 
 }  // namespace rmacc

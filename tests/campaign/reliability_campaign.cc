@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "rmacc.h"
+#include "support/lifecycle_cases.h"
 #include "support/multiprocess.h"
 
 using namespace rmacc::test;
@@ -475,6 +476,29 @@ const char* phaseName(Phase p) {
 
 }  // namespace
 
+// Issue 50: every order in which a user can end a communicator (tests/support/
+// lifecycle_cases.h), on one node and across 2 emulated nodes, RMACC_TIMEOUT_S=3.
+bool runLifecycle() {
+  constexpr int kLifecycleTimeoutS = 3;
+  printf("\n# lifecycle: rank 0 ends its communicator; rank 2 late, stopped or killed; "
+         "4 ranks, RMACC_TIMEOUT_S=%d\n", kLifecycleTimeoutS);
+  int clean = 0, total = 0;
+  for (const LifecycleCase& c : lifecycleCases()) {
+    for (int nodes : {1, 2}) {
+      LifecycleResult r = runLifecycleCase(c, nodes, kLifecycleTimeoutS);
+      ++total;
+      clean += r.problems.empty();
+      printf("%-44s %d node%s  %-6s %5.1f s  %s\n", c.name, nodes, nodes == 1 ? " " : "s",
+             r.problems.empty() ? "clean" : "FAIL", r.seconds, r.summary.c_str());
+      for (const std::string& p : r.problems) printf("    %s\n", p.c_str());
+      fflush(stdout);
+    }
+  }
+  printf("SUMMARY lifecycle: %d of %d orders clean (no crash, no hang past the timeout, no "
+         "success with lost data, a second destroy a clean error)\n", clean, total);
+  return clean == total;
+}
+
 int main(int argc, char** argv) {
   int repeats = argc > 1 ? atoi(argv[1]) : 3;
   gShared = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
@@ -521,5 +545,6 @@ int main(int argc, char** argv) {
            phaseName(p), worst, repeats);
     allFast = allFast && worst <= 1.0;
   }
-  return t.wrong == 0 && t.crash == 0 && t.hang == 0 && allFast ? 0 : 1;
+  const bool lifecycleClean = runLifecycle();
+  return t.wrong == 0 && t.crash == 0 && t.hang == 0 && allFast && lifecycleClean ? 0 : 1;
 }

@@ -1,5 +1,8 @@
 #include "backend/host/host_backend.h"
 
+#include <chrono>
+#include <thread>
+
 #include "os/futex.h"
 #include "backend/host/host_memory.h"
 #include "core/error.h"
@@ -51,12 +54,20 @@ std::unique_ptr<Event> HostBackend::createEvent() { return std::make_unique<Host
 
 void HostBackend::hostWrite(volatile uint64_t* addr, uint64_t value) { os::storeAndWake(addr, value); }
 
+// Returns once no worker runs an op (BackendState::busyWorkers): a woken wait leaves within a
+// wait slice, a copy or a store when it is done. Woken again each round: a worker that
+// published its word after a wake is woken by the next.
 void HostBackend::abort() {
-  WARN("host backend: abort, every stream wait now fails");
-  state_->aborted.store(true);
-  // Lock order: the registry before each stream's core (wakeForAbort takes the latter).
-  std::lock_guard<std::mutex> lk(state_->mutex);
-  for (auto& [handle, stream] : state_->streams) stream->wakeForAbort();
+  if (!state_->aborted.exchange(true)) WARN("host backend: abort, every stream wait now fails");
+  for (;;) {
+    {
+      // Lock order: the registry before each stream's core (wakeForAbort takes the latter).
+      std::lock_guard<std::mutex> lk(state_->mutex);
+      for (auto& [handle, stream] : state_->streams) stream->wakeForAbort();
+    }
+    if (state_->busyWorkers.load() == 0) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 }  // namespace host

@@ -11,10 +11,13 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "backend/host/host_stream_test_hook.h"
 
 namespace rmacc::host {
 
 namespace {
+
+std::atomic<void (*)()> waitWakeHook{nullptr};
 
 HostEvent& toHostEvent(Event& event) {
   auto* e = dynamic_cast<HostEvent*>(&event);
@@ -33,6 +36,8 @@ void checkAligned(const volatile uint64_t* addr) {
 }
 
 }  // namespace
+
+void setWaitWakeHookForTest(void (*hook)()) { waitWakeHook.store(hook); }
 
 void HostEvent::set(std::shared_ptr<StreamCore> stream, uint64_t seq) {
   std::lock_guard<std::mutex> lk(mutex_);
@@ -205,10 +210,17 @@ void HostStream::workerLoop() {
 }
 
 void HostStream::execute(Op& op) {
+  if (auto* c = std::get_if<CallbackOp>(&op)) return c->fn();
+  // Counted before `aborted` is read (both sequentially consistent): either abort() sees this
+  // worker busy and waits for it, or this worker sees the abort and touches nothing.
+  struct Busy {
+    std::atomic<int>& n;
+    explicit Busy(std::atomic<int>& c) : n(c) { n.fetch_add(1); }
+    ~Busy() { n.fetch_sub(1); }
+  } busy(backend_->busyWorkers);
   if (auto* c = std::get_if<CopyOp>(&op)) return runCopies(*c);
   if (auto* w = std::get_if<WriteOp>(&op)) return os::storeAndWake(w->addr, w->value);
   if (auto* w = std::get_if<WaitOp>(&op)) return runWaits(*w);
-  if (auto* c = std::get_if<CallbackOp>(&op)) return c->fn();
   if (auto* m = std::get_if<MemOpsOp>(&op)) return runMemOps(*m);
   runEventWait(std::get<EventWaitOp>(op));
 }
@@ -240,11 +252,15 @@ void HostStream::runMemOps(const MemOpsOp& op) {
 void HostStream::runWait(const WaitDesc& w, double deadline, size_t index, size_t count) {
   // Published before the abort check, so abort() either is seen here or wakes our futex.
   waitingOn_.store(w.addr);
-  for (uint64_t v; (v = os::loadAcquire(w.addr)) < w.value;) {
+  for (;;) {
+    // Before every load of the word: once the backend aborted, the memory it lives in may be
+    // freed as soon as abort() returns (it waits only for workers already past this check).
     if (backend_->aborted.load()) {
       waitingOn_.store(nullptr);
       throwAborted("waiting for a signal");
     }
+    const uint64_t v = os::loadAcquire(w.addr);
+    if (v >= w.value) break;
     double left = deadline - monotonicSeconds();
     if (left <= 0) {
       waitingOn_.store(nullptr);
@@ -255,6 +271,7 @@ void HostStream::runWait(const WaitDesc& w, double deadline, size_t index, size_
                   (unsigned long long)w.value, index + 1, count);
     }
     os::sleepWhileEqual(w.addr, v, std::min(left, os::kWaitSliceS));
+    if (auto hook = waitWakeHook.load()) hook();
   }
   waitingOn_.store(nullptr);
 }

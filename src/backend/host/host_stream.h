@@ -29,6 +29,13 @@ struct BackendState {
   explicit BackendState(double t) : timeoutS(t) {}
   const double timeoutS;          // a waitValues op fails with rmaccTimeout after this long
   std::atomic<bool> aborted{false};  // set once by abort(); every wait then fails
+  // Workers running an op other than a host callback (HostStream::execute): abort() returns
+  // only once this is 0. Every wait checks `aborted` before each load of its word, so after
+  // abort() no worker reads a wait's word again and the memory waits point at may go (the
+  // communicator frees it right after an abort). Stores and copies still run after an abort:
+  // their memory is theirs who enqueue them. Host callbacks are not counted: one may itself
+  // abort (a failure it reports) and would then wait for itself.
+  std::atomic<int> busyWorkers{0};
   std::mutex mutex;               // guards `streams`; taken before any StreamCore::mutex
   std::unordered_map<void*, HostStream*> streams;  // live streams by handle()
 };
