@@ -1,4 +1,7 @@
 // Memory, windows, streams and the one-sided primitives.
+#include <cstddef>
+#include <cstdint>
+
 #include "api/api_guard.h"
 #include "comm/window.h"
 #include "exec/rma.h"
@@ -15,6 +18,12 @@ void checkSignal(int sigIdx, int ctx) {
   RMACC_ARG_CHECK(sigIdx >= 0 && sigIdx < RMACC_MAX_SIGNALS, "sigIdx %d outside [0, %d)", sigIdx,
                   RMACC_MAX_SIGNALS);
 }
+
+// The largest size rmaccMemAlloc takes: backends round a size up to whole pages (the host's
+// 4 KiB, CUDA's 2 MiB granularity), and the result must still be an object's size (at most
+// PTRDIFF_MAX, and an off_t for the host's shared memory). A larger size is a bad argument,
+// where it used to reach the allocator as a wrapped or negative size (rmaccSystemError).
+constexpr size_t kMaxAllocationBytes = (size_t)PTRDIFF_MAX & ~(size_t{2 << 20} - 1);
 
 void checkPeer(const Comm& c, int peer) {
   RMACC_ARG_CHECK(peer >= 0 && peer < c.nRanks(), "peer %d outside [0, %d)", peer, c.nRanks());
@@ -68,6 +77,10 @@ RMACC_API rmaccResult_t rmaccMemAlloc(rmaccComm_t comm, void** ptr, size_t size)
   return guarded(comm, "rmaccMemAlloc", [&] {
     Comm& c = healthyComm(comm);
     RMACC_ARG_CHECK(ptr, "ptr is NULL");
+    RMACC_ARG_CHECK(size <= kMaxAllocationBytes,
+                    "size %zu is larger than any allocation can be (at most %zu: rounded up to "
+                    "whole pages, more overflows an object's size)",
+                    size, kMaxAllocationBytes);
     *ptr = c.windows().alloc(size);
   });
 }

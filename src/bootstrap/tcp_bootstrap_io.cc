@@ -123,7 +123,11 @@ bool TcpBootstrap::readPeer(int peer, std::vector<char>& stage) {
       }
       if (n < 0) break;  // drained for now
       if (n == 0) {
-        closed = strprintf("rank %d closed its connection", peer);
+        // After our own abort the end of stream is our shutdown, which says nothing about the
+        // peer (it may be alive and merely silent).
+        closed = aborted_.load() ? strprintf("connection to rank %d shut down by rank %d's abort",
+                                             peer, rank_)
+                                 : strprintf("rank %d closed its connection", peer);
         break;
       }
     }
@@ -408,6 +412,8 @@ std::vector<std::string> TcpBootstrap::statusOfPeers(double waitS) {
   std::unique_lock<std::mutex> lock(mu_);
   while (!asked.empty()) {
     takeArrived(asked, kStatusTag, ready);
+    // Our abort shuts every connection down: who has not answered by then is silent, not gone.
+    if (aborted_.load()) break;
     for (size_t i = asked.size(); i-- > 0;) {
       if (!peers_[asked[i]]->closed.load()) continue;
       out[asked[i]] = "gone (" + peers_[asked[i]]->closedWhy + ")";
@@ -417,7 +423,9 @@ std::vector<std::string> TcpBootstrap::statusOfPeers(double waitS) {
   }
   takeArrived(asked, kStatusTag, ready);
   for (auto& [p, m] : ready) out[p].assign(m.begin(), m.end());
-  for (int p : asked) out[p] = strprintf("no answer within %.1f s", waitS);
+  for (int p : asked)
+    out[p] = aborted_.load() ? strprintf("not answering (no answer before rank %d aborted)", rank_)
+                             : strprintf("not answering (no answer within %.1f s)", waitS);
   return out;
 }
 

@@ -33,6 +33,12 @@ uint64_t* DynamicCounts::slot(uint64_t seq) const {
 void DynamicCounts::enqueueRead(Stream& user, uint64_t seq, const DynamicArgs& d,
                                 volatile uint64_t* done) {
   static_assert(sizeof(size_t) == sizeof(uint64_t), "counts travel as 64-bit words");
+  // Call seq's slot was call seq - 2's, whose counts the executor copies back to the caller on
+  // its own streams: the read may only overwrite it once that call is done. Calls on one user
+  // stream get this from the stream's order (call seq - 1 waited for done >= seq - 1 before
+  // this read). Calls on different streams do not: up to RMACC_MAX_CALLS_IN_FLIGHT calls may
+  // be queued, and a fresh stream reaches call seq at once, while seq - 2 still runs. So the
+  // wait stays, though with one stream it is always already met.
   if (seq > 2) {
     WaitDesc w{done, seq - 2};
     user.waitValues(&w, 1);

@@ -232,14 +232,14 @@ ProxyPut RmaEngine::makeProxyPut(const void* src, size_t bytes, int peer,
   p.bytes = bytes;
   p.dst = target.remote;
   p.dstOffset = offset;
-  if (target.landing.valid()) {
-    if (bytes > 0) {
-      p.landing = target.landing;
-      p.dst = target.landing.region;
-    } else {  // nothing to land: a pure signal
-      p.dst = ctx_.signalTargets[peer];
-      p.dstOffset = 0;
-    }
+  if (bytes == 0) {
+    // Nothing to write: a pure signal, carried to the peer's signal pad, as within a node where
+    // it is only the signal. The target window may be empty and registered nowhere.
+    p.dst = ctx_.signalTargets[peer];
+    p.dstOffset = 0;
+  } else if (target.landing.valid()) {
+    p.landing = target.landing;
+    p.dst = target.landing.region;
   }
   p.ctx = ctx;
   p.sigIdx = sigIdx;
@@ -257,8 +257,11 @@ ProxyPut RmaEngine::makeGatherPut(const FabricIov* srcs, size_t n, int peer,
                                    int sigIdx) const {
   RMACC_ENFORCE(!ctx_.topo.sameNode(peer, ctx_.rank) && !target.landing.valid(),
                 "a gathering put goes to a registered region on another node (rank %d)", peer);
-  ProxyPut p = makeProxyPut(nullptr, 0, peer, target, offset, ctx, sigIdx);
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) total += srcs[i].bytes;
+  ProxyPut p = makeProxyPut(nullptr, total, peer, target, offset, ctx, sigIdx);
   RMACC_ENFORCE(!p.writesValue, "a gathering put in signal context %d", ctx);
+  p.bytes = 0;  // counted again below, as the sources are merged
   for (size_t i = 0; i < n; ++i) {
     if (srcs[i].bytes == 0) continue;
     FabricIov* last = p.gather.empty() ? nullptr : &p.gather.back();
