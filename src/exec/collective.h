@@ -43,6 +43,7 @@ struct AlltoallvArgs {
   // by the progress thread once the stream has reached the call.
   std::optional<DynamicArgs> dynamic;
   uint64_t callSeq = 0;  // the communicator's collective call number (Comm::beginCall)
+  uint64_t elementBytes = 1;  // the datatype's size (errors speak in elements)
 };
 
 // Tests only: when set, called with this rank's count record of every AlltoAllV just before
