@@ -19,18 +19,13 @@ def _future_of(result):
     return fut
 
 
-class DoneWork(_Work):
-    """A collective that finished before the call returned (CPU tensors)."""
+class _RmaccWork(_Work):
+    """What both works answer alike: errors are raised by the call or by synchronize(), so a
+    work never holds one."""
 
     def __init__(self, result):
         super().__init__()
-        self._result = result
-
-    def wait(self, timeout=None):
-        return True
-
-    def is_completed(self):
-        return True
+        self._result = result  # the output tensors
 
     def is_success(self):
         return True
@@ -41,6 +36,16 @@ class DoneWork(_Work):
     def result(self):
         return self._result
 
+
+class DoneWork(_RmaccWork):
+    """A collective that finished before the call returned (CPU tensors)."""
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
     def synchronize(self):
         pass
 
@@ -48,14 +53,13 @@ class DoneWork(_Work):
         return _future_of(self._result)
 
 
-class StreamWork(_Work):
+class StreamWork(_RmaccWork):
     """A collective enqueued on `stream` (a torch.cuda.Stream) by `comm`."""
 
     def __init__(self, comm, stream, result):
-        super().__init__()
+        super().__init__(result)
         self._comm = comm
         self._stream = stream  # torch.cuda.Stream the call went on
-        self._result = result
 
     def wait(self, timeout=None):
         current = torch.cuda.current_stream(self._stream.device)
@@ -67,15 +71,6 @@ class StreamWork(_Work):
 
     def is_completed(self):
         return self._stream.query()  # conservative: later work on the stream counts too
-
-    def is_success(self):
-        return True
-
-    def exception(self):
-        return None
-
-    def result(self):
-        return self._result
 
     def synchronize(self):
         """Blocks the host until the stream has run the call; raises the error of a call that
