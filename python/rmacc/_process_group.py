@@ -167,7 +167,11 @@ class RmaccProcessGroup(dist.ProcessGroup):
         return self._work(comm, output_tensors)
 
     def barrier(self, opts=None):
-        return self._inner(None).barrier(*_opts(opts))
+        # PyTorch 2.x says on which device (BarrierOptions.device); 1.13 does not: NCCL's
+        # group where there is one, as an NCCL job's barrier would be.
+        device = getattr(opts, "device", None)
+        inner = self._cpu if device is not None and device.type == "cpu" else self._inner(None)
+        return inner.barrier(*_opts(opts))
 
     def monitored_barrier(self, *args, **kwargs):
         return self._cpu.monitored_barrier(*args, **kwargs)
