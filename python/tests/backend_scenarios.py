@@ -347,9 +347,13 @@ def backend_compiled(device):
     s = split_matrix(n, "random", seed=11)
     inp, expected, isplits, osplits = _case(None, s, (2,), torch.float32, device)
     group = dist.distributed_c10d._get_default_group()
+    # Dynamo takes process groups of exactly torch's ProcessGroup type only; a group's name
+    # (a string, resolved to the group at run time) traces for any group.
+    name = fc._resolve_group_name(group) if hasattr(fc, "_resolve_group_name") else \
+        group.group_name
 
     def step(x):
-        y = fc.all_to_all_single(x * 2, osplits, isplits, group)
+        y = fc.all_to_all_single(x * 2, osplits, isplits, name)
         return fc.wait_tensor(y) + 1 if hasattr(fc, "wait_tensor") else y + 1
 
     got = torch.compile(step, fullgraph=True)(inp)
