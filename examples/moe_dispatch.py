@@ -26,6 +26,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import rmacc
+import rmacc.distributed  # noqa: F401 - registers backend "rmacc" (--backend rmacc)
 import rmacc.local
 
 
@@ -39,6 +40,10 @@ def parse():
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--nproc", type=int, default=4, help="ranks to spawn without torchrun")
     p.add_argument("--nodes", type=int, default=2, help="emulated nodes without torchrun")
+    p.add_argument("--backend", choices=("communicator", "rmacc"), default="communicator",
+                   help="rmacc's side: rmacc.Communicator's methods, or dist.all_to_all_single "
+                        "on a backend=\"rmacc\" group (the layer then calls torch.distributed "
+                        "only)")
     return p.parse_args()
 
 
@@ -119,6 +124,17 @@ class Layer:
         return self.unpermute(x, gates, order, back)
 
 
+    def tiles(self, capacity):
+        """experts_tiled's tile rows and tile count for a buffer of `capacity` rows."""
+        tile = max(8, capacity // (2 * self.e_local))
+        return tile, capacity // tile + self.e_local  # sum of ceil(rows_e / tile) stays below
+
+    def expert_rows(self):
+        """Rows the expert GEMMs of one step cover per rank: step() those received (the
+        average, tokens x top-k), step_no_sync() every tile of its worst-case buffer."""
+        tile, tiles = self.tiles(self.world * self.a.tokens * self.a.topk)
+        return self.a.tokens * self.a.topk, tile * tiles
+
     def experts_tiled(self, rows, segment, recv_counts):
         """The expert MLP over `rows` when only the device knows how many belong to each
         expert (segment: (source, expert) of each row, world * e_local for unused rows).
@@ -128,8 +144,7 @@ class Layer:
         keep the expert's rows) did e_local times the capacity: 15x this step's time on a CPU."""
         el, cap, hidden = self.e_local, rows.shape[0], rows.shape[1]
         dev = rows.device
-        tile = max(8, cap // (2 * el))
-        tiles = cap // tile + el       # sum of ceil(rows_e / tile) over experts stays below
+        tile, tiles = self.tiles(cap)
         slots = tiles * tile           # slot `slots` is the trash row of unused rows
         expert = torch.where(segment < self.world * el, segment % el, el)
         per_expert = recv_counts.view(self.world, el).sum(0)
@@ -180,8 +195,18 @@ def main(a):
     layer = Layer(a, rank, world, device, dtype)
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(a.tokens, a.hidden, generator=g).to(device, dtype)
-    with rmacc.Communicator(device=device) as comm:
-        ours, t_rmacc = timed(lambda: layer.step(x, comm.all_to_all_single), a.iters, device)
+    if a.backend == "rmacc":  # the layer's calls are torch.distributed's, on an rmacc group
+        group = dist.new_group(list(range(world)), backend="rmacc")
+
+        def ours_a2a(o, i, os_, is_):
+            dist.all_to_all_single(o, i, os_, is_, group=group)
+
+        comm = rmacc.distributed.communicator(group)  # for all_to_all_v (no-sync step)
+    else:
+        comm = rmacc.Communicator(device=device)
+        ours_a2a = comm.all_to_all_single
+    with comm:
+        ours, t_rmacc = timed(lambda: layer.step(x, ours_a2a), a.iters, device)
         theirs, t_torch = timed(lambda: layer.step(
             x, lambda o, i, os_, is_: dist.all_to_all_single(o, i, os_, is_)), a.iters, device)
         no_sync, t_no_sync = timed(lambda: layer.step_no_sync(x, comm), a.iters, device)
@@ -194,13 +219,21 @@ def main(a):
             print("moe step: %d ranks on %d node(s), %s %s, %d tokens/rank, hidden %d, "
                   "E=%d top-%d" % (world, comm.num_nodes, device.type, str(dtype)[6:], a.tokens,
                                    a.hidden, a.experts, a.topk))
-            print("  rmacc            %8.3f ms/step" % (t_rmacc * 1e3))
+            print("  rmacc            %8.3f ms/step (%s)" % (
+                t_rmacc * 1e3, "dist.all_to_all_single, backend=rmacc" if a.backend == "rmacc"
+                else "rmacc.Communicator"))
             print("  rmacc, no sync   %8.3f ms/step (device splits, all_to_all_v)"
                   % (t_no_sync * 1e3))
             print("  torch.distributed %7.3f ms/step (%s)" % (t_torch * 1e3,
                                                             dist.get_backend()))
             print("  outputs identical (rmacc, torch): %s; no-sync output within %g: %s"
                   % (same, tol, close))
+            sync_rows, no_sync_rows = layer.expert_rows()
+            print("  expert GEMM rows per rank: %d on average with host splits, %d without "
+                  "(%.1fx):\n    without host splits the buffer is sized for the worst case "
+                  "(every rank's every slot)\n    and the tiled GEMMs cover it; on CPUs that "
+                  "work, not communication, is the no-sync step's extra time"
+                  % (sync_rows, no_sync_rows, no_sync_rows / sync_rows))
     dist.barrier()
     dist.destroy_process_group()
     if not ok.item():

@@ -120,8 +120,8 @@ void mismatchCase(Topo shape, const std::vector<std::vector<Pair>>& cases) {
                                comm.stream()), rmaccSuccess);
       EXPECT_EQ(comm.sync(), rmaccInvalidUsage);
       const std::string want = "rank " + std::to_string(pairs[0].src) + " sends " +
-                               std::to_string(counts[pairs[0].src * n + pairs[0].dst] * 4) +
-                               " bytes to rank " + std::to_string(pairs[0].dst);
+                               std::to_string(counts[pairs[0].src * n + pairs[0].dst]) +
+                               " elements to rank " + std::to_string(pairs[0].dst);
       EXPECT_NE(std::string(comm.lastError()).find(want), std::string::npos)
           << comm.lastError() << " (want: " << want << ")";
       for (uint8_t byte : recv) ASSERT_EQ(byte, kPoison) << "a receive buffer was touched";

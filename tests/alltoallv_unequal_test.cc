@@ -109,8 +109,8 @@ TEST(UnequalNodesErrors, MismatchAnywhereFailsEverywhere) {
       EXPECT_EQ(comm.sync(), rmaccInvalidUsage) << comm.lastError();
       const Pair& low = pairs.size() > 1 && pairs[1].src < pairs[0].src ? pairs[1] : pairs[0];
       const std::string want = "rank " + std::to_string(low.src) + " sends " +
-                               std::to_string(counts[low.src * n + low.dst] * 4) +
-                               " bytes to rank " + std::to_string(low.dst);
+                               std::to_string(counts[low.src * n + low.dst]) +
+                               " elements to rank " + std::to_string(low.dst);
       EXPECT_NE(std::string(comm.lastError()).find(want), std::string::npos)
           << comm.lastError() << " (want: " << want << ")";
       for (uint8_t byte : recv) ASSERT_EQ(byte, kPoison) << "a receive buffer was touched";

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
@@ -341,6 +343,44 @@ TEST(Bootstrap, RankThatNeverArrivesTimesOut) {
     double elapsed = secondsSince(start);
     EXPECT_GE(elapsed, 1.0);
     EXPECT_LE(elapsed, 4.0);
+  });
+}
+
+// A rank that never starts: while the root waits, the process that made the id says every
+// 10 s which ranks are missing (before, every process stayed silent until the timeout).
+TEST(Bootstrap, RootNamesMissingRanksWhileItWaits) {
+  test::RunOptions opt;
+  opt.env = {{"RMACC_TIMEOUT_S", "13"}};
+  test::runRanks(3, opt, [](const RankContext& c) {
+    if (c.rank == 2) {
+      sleep(15);  // alive, but never joins
+      return;
+    }
+    if (c.rank == 1) {
+      expectError(rmaccTimeout, [&] { connect(c, config().timeoutS); });
+      return;
+    }
+    // Rank 0's process hosts the root thread (it made the id): capture its stderr.
+    char path[] = "/tmp/rmacc-boot-log-XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    fflush(stderr);
+    const int saved = dup(2);
+    dup2(fd, 2);
+    expectError(rmaccTimeout, [&] { connect(c, config().timeoutS); });
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    std::string log;
+    char buf[4096];
+    ssize_t got;
+    lseek(fd, 0, SEEK_SET);
+    while ((got = read(fd, buf, sizeof(buf))) > 0) log.append(buf, (size_t)got);
+    close(fd);
+    unlink(path);
+    EXPECT_NE(log.find("2 of 3 ranks arrived after 10 s; waiting for rank 2"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("missing: rank 2"), std::string::npos) << log;
   });
 }
 

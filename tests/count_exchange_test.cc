@@ -122,7 +122,7 @@ TEST_P(CountExchangeShapes, InputsEqualTheMatrixDerivation) {
     CountExchange::Result out;
     x.exchange(7, CountExchange::Mine{h, send.data(), recv.data(), offset.data()}, out);
     EXPECT_EQ(out.code, rmaccInvalidUsage);
-    const std::string want = "rank 0 sends " + std::to_string(bytes[n - 1]) + " bytes to rank " +
+    const std::string want = "rank 0 sends " + std::to_string(bytes[n - 1]) + " elements to rank " +
                              std::to_string(n - 1);
     EXPECT_NE(out.error.find(want), std::string::npos) << out.error << " (want: " << want << ")";
   });

@@ -4,6 +4,7 @@ a bad argument raises TypeError/ValueError naming it, on this rank only."""
 import ctypes
 import itertools
 import math
+import re
 
 import torch
 
@@ -100,3 +101,23 @@ def counts_and_displs(splits, row, n):
     counts, displs = size_arrays(n), size_arrays(n)
     fill_counts(counts, displs, splits, row)
     return counts, displs
+
+
+_MISMATCH = re.compile(r"sends (\d+) elements to rank (\d+), which expects (\d+)")
+
+
+def in_rows(message, row):
+    """librmacc tells a count mismatch in elements; a PyTorch caller splits in rows of dim 0
+    (`row` elements each, this rank's): say it in rows, and which split sizes disagree."""
+    m = _MISMATCH.search(message)
+    if not m or row <= 0:
+        return message
+    sent, dst, expected = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    if sent % row or expected % row:
+        return message
+    src = re.search(r"rank (\d+) sends", message)
+    rows = "rows" if row == 1 else "rows of %d elements" % row
+    text = "sends %d %s to rank %d, which expects %d" % (sent // row, rows, dst, expected // row)
+    hint = " (input_split_sizes[%d] on rank %s disagrees with output_split_sizes[%s] on rank %d)" \
+        % (dst, src.group(1), src.group(1), dst) if src else ""
+    return message[:m.start()] + text + message[m.end():] + hint

@@ -123,11 +123,16 @@ def error_string(code):
     return lib.rmaccGetErrorString(code).decode(errors="replace")
 
 
+def last_error(code, comm=None):
+    """The communicator's last-error text for a failed call (the code's name if it has none)."""
+    text = lib.rmaccGetLastError(comm).decode(errors="replace")
+    return text or error_string(code)
+
+
 def check(code, call, comm=None):
     """Raises RmaccError for a failed call, with the communicator's last-error text."""
     if code != SUCCESS:
-        text = lib.rmaccGetLastError(comm).decode(errors="replace")
-        raise RmaccError(code, text or error_string(code), call)
+        raise RmaccError(code, last_error(code, comm), call)
 
 
 def version():

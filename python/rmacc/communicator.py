@@ -17,8 +17,8 @@ import torch
 import torch.distributed as dist
 
 from . import _lib
-from ._args import (check_splits, check_tensor, counts_and_displs, fill_counts, rmacc_dtype,
-                    row_elements, size_arrays)
+from ._args import (check_splits, check_tensor, counts_and_displs, fill_counts, in_rows,
+                    rmacc_dtype, row_elements, size_arrays)
 from ._lib import RmaccError, check, lib
 
 _process_backend = None  # "host" or "cuda": fixed by the first communicator of the process
@@ -29,7 +29,7 @@ _by_id = weakref.WeakValueDictionary()  # comm id -> Communicator, for the torch
 _open = weakref.WeakSet()  # communicators to destroy at interpreter exit
 
 
-def _resolve_device(device, group):
+def resolve_device(device, group):
     """CPU or one CUDA device. None: CUDA (the current device) when the group's torch backend
     is NCCL, CPU otherwise."""
     if device is None:
@@ -46,7 +46,7 @@ def _resolve_device(device, group):
     return device
 
 
-def _claim_backend(device):
+def claim_backend(device):
     """Makes this process's rmacc backend match `device` (see the module comment)."""
     global _process_backend
     want = "cuda" if device.type == "cuda" else "host"
@@ -112,15 +112,29 @@ class Communicator:
                                "torch.distributed.init_process_group first")
         self._handle = None
         self._closed = True
-        self._lock = threading.Lock()
-        self._blocks = 0  # live rmacc.empty allocations: destroying waits for them
         self.group = group
-        self.device = _resolve_device(device, group)
-        _claim_backend(self.device)
+        device = resolve_device(device, group)
+        claim_backend(device)
         rank, size = dist.get_rank(group), dist.get_world_size(group)
         if rank < 0:
             raise ValueError("this process is not a member of the group")
-        uid = _share_unique_id(group, rank, self.device)
+        self._start(_share_unique_id(group, rank, device), rank, size, device)
+
+    @classmethod
+    def _from_unique_id(cls, uid, rank, size, device):
+        """A communicator whose unique id came some other way (rmacc.distributed: through the
+        process group's store); `device` is resolved and claimed by the caller."""
+        comm = cls.__new__(cls)
+        comm._handle = None
+        comm._closed = True
+        comm.group = None
+        comm._start(uid, rank, size, device)
+        return comm
+
+    def _start(self, uid, rank, size, device):
+        self._lock = threading.Lock()
+        self._blocks = 0  # live rmacc.empty allocations: destroying waits for them
+        self.device = device
         handle = ctypes.c_void_p()
         if self.device.type == "cuda":
             # librmacc's CUDA backend takes the device current at init; the caller's current
@@ -230,7 +244,8 @@ class Communicator:
         args = self._a2a_args(output, input, output_split_sizes, input_split_sizes)
         rc = lib.rmaccAlltoAllv(*args)
         if rc:
-            check(rc, "all_to_all_single", args[7])
+            raise RmaccError(rc, in_rows(_lib.last_error(rc, args[7]), self._filled[2]),
+                             "all_to_all_single")
 
     def _a2a_args(self, output, input, output_split_sizes, input_split_sizes):
         """Checks all_to_all_single's arguments; returns rmaccAlltoAllv's (bench/torch_a2a.py
@@ -339,7 +354,10 @@ class Communicator:
         """Waits for this communicator's work on the current stream (CUDA) and raises the
         error of any completed call that failed (e.g. splits that disagreed between ranks)."""
         handle = self._live()
-        check(lib.rmaccStreamSynchronize(handle, self._stream()), "synchronize", handle)
+        rc = lib.rmaccStreamSynchronize(handle, self._stream())
+        if rc:  # the failed call was most likely the last all_to_all_single: its rows
+            row = self._filled[2] if self._filled else 1
+            raise RmaccError(rc, in_rows(_lib.last_error(rc, handle), row), "synchronize")
 
     def __repr__(self):
         state = "closed" if self._closed else "rank %d/%d, node %d/%d, local %d/%d" % (

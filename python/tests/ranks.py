@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import time
 import traceback
+from datetime import timedelta
 
 
 def device_kind():
@@ -20,7 +21,7 @@ def device_kind():
     return os.environ.get("RMACC_TEST_DEVICE", "cpu")
 
 
-def _rank_main(rank, n, nodes, device, workdir, scenario, env):
+def _rank_main(rank, n, nodes, device, workdir, scenario, env, backend, module, pg_timeout_s):
     per_node = n // nodes
     os.environ.update({
         "RMACC_HOSTNAME": "node%d" % (rank // per_node),
@@ -29,7 +30,11 @@ def _rank_main(rank, n, nodes, device, workdir, scenario, env):
     })
     if device == "cuda":
         os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")  # before CUDA starts
-    os.environ.update(env)
+    for k, v in env.items():  # None: unset
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     outcome = ("error", "did not finish")
     try:
         import rmacc  # noqa: F401 - before CUDA starts: it picks eager module loading
@@ -38,12 +43,17 @@ def _rank_main(rank, n, nodes, device, workdir, scenario, env):
         torch.set_num_threads(1)
         if device == "cuda":
             torch.cuda.set_device(rank % torch.cuda.device_count())
-        # NCCL carries the id when every rank has its own GPU (it refuses to share one).
-        nccl = device == "cuda" and n <= torch.cuda.device_count()
-        dist.init_process_group("nccl" if nccl else "gloo",
-                                init_method="file://" + os.path.join(workdir, "pg"),
-                                rank=rank, world_size=n)
-        import scenarios
+        if backend is None:
+            # NCCL carries the id when every rank has its own GPU (it refuses to share one).
+            nccl = device == "cuda" and n <= torch.cuda.device_count()
+            backend = "nccl" if nccl else "gloo"
+        elif backend == "rmacc":
+            import rmacc.distributed  # noqa: F401 - registers the backend
+        extra = {} if pg_timeout_s is None else {"timeout": timedelta(seconds=pg_timeout_s)}
+        dist.init_process_group(backend, init_method="file://" + os.path.join(workdir, "pg"),
+                                rank=rank, world_size=n, **extra)
+        import importlib
+        scenarios = importlib.import_module(module)
         dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else \
             torch.device("cpu")
         result = getattr(scenarios, scenario)(dev)
@@ -57,17 +67,21 @@ def _rank_main(rank, n, nodes, device, workdir, scenario, env):
     os._exit(0)
 
 
-def run(scenario, n, nodes, timeout=240, env=None, expect_exit=None):
-    """Runs `scenario` on n ranks over `nodes` emulated nodes. Returns {rank: result}; raises
-    AssertionError with every failing rank's traceback. expect_exit: {rank: exit code} for
-    ranks the scenario kills on purpose (they leave no result)."""
+def run(scenario, n, nodes, timeout=240, env=None, expect_exit=None, backend=None,
+        module="scenarios", pg_timeout_s=None):
+    """Runs `scenario` (a function of `module`) on n ranks over `nodes` emulated nodes. Returns
+    {rank: result}; raises AssertionError with every failing rank's traceback. expect_exit:
+    {rank: exit code} for ranks the scenario kills on purpose (they leave no result). backend:
+    of the default group (None: NCCL for CUDA when every rank has a GPU, else gloo; "rmacc"
+    imports rmacc.distributed first); pg_timeout_s: its timeout. env values None unset."""
     device = device_kind()
     expect_exit = expect_exit or {}
     workdir = tempfile.mkdtemp(prefix="rmacc-pytest-")
     ctx = mp.get_context("spawn" if device == "cuda" else "fork")
     try:
         procs = [ctx.Process(target=_rank_main, args=(r, n, nodes, device, workdir, scenario,
-                                                      env or {}), daemon=True)
+                                                      env or {}, backend, module,
+                                                      pg_timeout_s), daemon=True)
                  for r in range(n)]
         for p in procs:  # spawned ranks find this folder on the sys.path they inherit
             p.start()

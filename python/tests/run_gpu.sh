@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package on a GPU machine (PyTorch with CUDA, torchrun): the same tests as CI on
 # CUDA tensors (1 x 2, 2 x 1, 2 x 2 emulated nodes; ranks share GPUs when there are fewer than
-# 4), the MoE example and the benchmark against torch.distributed (NCCL), 1 node and 2
+# 4), backend="rmacc" against NCCL (test_backend: one rank, every GPU's rank with 2 GPUs or
+# more), the MoE example (also with --backend rmacc), the token dispatcher and the benchmark against torch.distributed (NCCL), 1 node and 2
 # emulated nodes. Usage: python/tests/run_gpu.sh [build dir, default build] [bench args...]
 # Needs a CUDA build of rmacc (scripts/build.sh on that machine). STEP_TIMEOUT_S bounds each step.
 set -uo pipefail
@@ -43,7 +44,7 @@ if [ "$ngpu" -lt 4 ] && command -v nvidia-cuda-mps-control > /dev/null; then
   nvidia-cuda-mps-control -d && mps=1
 fi
 cd "$root/python/tests"
-step env RMACC_TEST_DEVICE=cuda python3 -m unittest -v ${UNITTESTS:-test_rmacc}
+step env RMACC_TEST_DEVICE=cuda python3 -m unittest -v ${UNITTESTS:-test_rmacc test_backend}
 cd "$root"
 if [ $mps = 1 ]; then
   echo quit | nvidia-cuda-mps-control
@@ -52,6 +53,8 @@ fi
 
 # torchrun as is: one node, one rank per GPU.
 step torchrun --nproc-per-node "$ngpu" examples/moe_dispatch.py
+step torchrun --nproc-per-node "$ngpu" examples/moe_dispatch.py --backend rmacc
+step torchrun --nproc-per-node "$ngpu" examples/token_dispatcher.py
 step torchrun --nproc-per-node "$ngpu" bench/torch_a2a.py "$@"
 # Emulated nodes with one torchrun: each rank's RMACC_HOSTNAME from its LOCAL_RANK
 # (2 nodes x ngpu/2 ranks; ranks of "different nodes" talk through the proxy over tcp).

@@ -19,6 +19,7 @@ std::string convert(const WindowRegistry& mem, const void* sendbuff, const size_
   if (esize == 0) return "unknown datatype";
   if (!sendcounts || !sdispls || !recvcounts || !rdispls)
     return "counts and displacement arrays must not be NULL";
+  a.elementBytes = esize;
   a.sendBytes.resize(n);
   a.sendOffset.resize(n);
   a.recvBytes.resize(n);
@@ -158,6 +159,7 @@ RMACC_API rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t
       d.rdispls = rdispls;
       d.capacity = recvcapacity;
       d.esize = typeSize(rawValue(datatype));
+      a.elementBytes = d.esize ? d.esize : 1;
       // What can be checked before the counts are known; the rest once the stream reads them.
       if (d.esize == 0) a.rejected = "unknown datatype";
       else if (!sendcounts || !sdispls || !recvcounts || !rdispls)

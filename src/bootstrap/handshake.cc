@@ -137,13 +137,16 @@ class HelloCollector {
 
 bool acceptHellos(const Socket& listener, size_t helloBytes, const Deadline& deadline,
                   const std::function<void(Socket, const char* hello)>& onHello,
-                  const std::function<bool()>& done) {
+                  const std::function<bool()>& done,
+                  const std::function<void()>& waiting) {
   HelloCollector c(listener, helloBytes, onHello);
   std::vector<pollfd> fds;
   while (!done()) {
     if (pollMsUntil(deadline) == 0) return false;
+    if (waiting) waiting();
     c.expire();
     int ms = c.prepare(fds, deadline);
+    if (waiting) ms = std::min(ms, 1000);
     int rc = poll(fds.data(), fds.size(), ms);
     if (rc < 0 && errno == EINTR) continue;
     RMACC_SYSCHECK(rc, "poll");

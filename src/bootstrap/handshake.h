@@ -64,9 +64,11 @@ static_assert(sizeof(FrameHeader) == 16, "FrameHeader is a wire format");
 // completed its hello within 1 s is closed, and at most 256 such are held (the oldest goes
 // first), so a flood of strangers can neither exhaust fds nor keep a rank out. Returns true once
 // done() holds, false when `deadline` passes first; `deadline` is re-read on every turn so
-// onHello may extend it. Exceptions from onHello propagate.
+// onHello may extend it. Exceptions from onHello propagate. `waiting`, when given, runs on
+// every turn and at least once a second while nothing arrives (for progress reports).
 bool acceptHellos(const Socket& listener, size_t helloBytes, const Deadline& deadline,
                   const std::function<void(Socket, const char* hello)>& onHello,
-                  const std::function<bool()>& done);
+                  const std::function<bool()>& done,
+                  const std::function<void()>& waiting = nullptr);
 
 }  // namespace rmacc::boot

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -66,7 +67,8 @@ class Root {
           [this] {
             return failed_ ? nRanks_ > 0 && arrived_ + answeredFailed_ >= nRanks_
                            : nRanks_ > 0 && arrived_ == nRanks_;
-          });
+          },
+          [this] { reportMissing(); });
       if (failed_) {
         rejectArrived(0, std::min(1u, nRanks_));
         return;
@@ -109,6 +111,35 @@ class Root {
     ++arrived_;
     INFO(kSubsysBoot, "bootstrap root: rank %u of %u arrived (%u so far)", h.rank, nRanks_,
          arrived_);
+  }
+
+  // Every kReportEveryS while ranks are missing, which ones (a rank that never started would
+  // otherwise leave every process silent until the timeout). Logged in the process that made
+  // the id, the only one that knows who has arrived.
+  void reportMissing() {
+    if (failed_ || nRanks_ == 0 || arrived_ == nRanks_) return;
+    const Deadline now = Clock::now();
+    if (nextReport_ == Deadline{}) {
+      waitingSince_ = now;
+      nextReport_ = deadlineAfter(kReportEveryS);
+      return;
+    }
+    if (now < nextReport_) return;
+    nextReport_ = deadlineAfter(kReportEveryS);
+    const double waited = std::chrono::duration<double>(now - waitingSince_).count();
+    WARN("bootstrap root: %u of %u ranks arrived after %.0f s; waiting for %s (gives up %.0f s "
+         "after the first arrival: RMACC_TIMEOUT_S)", arrived_, nRanks_, waited,
+         missingRanks().c_str(), timeoutS_);
+  }
+
+  // "rank 3" or "ranks 1, 4, 5, ..." (at most 16 named).
+  std::string missingRanks() const {
+    std::string list;
+    int listed = 0;
+    for (uint32_t r = 0; r < nRanks_ && listed < 16; ++r)
+      if (!ranks_[r].valid()) list += (listed++ ? ", " : "") + std::to_string(r);
+    if (nRanks_ - arrived_ > 16) list += ", ...";
+    return (nRanks_ - arrived_ == 1 ? "rank " : "ranks ") + list;
   }
 
   // A rank that holds the secret but does not fit: tell it, so it fails at once and clearly.
@@ -177,13 +208,8 @@ class Root {
       INFO(kSubsysBoot, "bootstrap root: no rank arrived within %.1f s; exiting", timeoutS_);
       return;
     }
-    std::string missing;
-    int listed = 0;
-    for (uint32_t r = 0; r < nRanks_ && listed < 16; ++r)
-      if (!ranks_[r].valid()) missing += (listed++ ? ", " : "") + std::to_string(r);
-    if (nRanks_ - arrived_ > 16) missing += ", ...";
     WARN("bootstrap root: gave up after %.1f s: %u of %u ranks arrived (missing: %s)", timeoutS_,
-         arrived_, nRanks_, missing.c_str());
+         arrived_, nRanks_, missingRanks().c_str());
     // The waiting ranks would time out by themselves; telling them lets them fail now with
     // the count, instead of on their own clock.
     // Rank 0 is answered last: its process usually hosts this thread, and may exit as soon
@@ -193,10 +219,13 @@ class Root {
       if (ranks_[r].valid()) (void)ranks_[r].sendAll(&reply, sizeof(reply), deadlineAfter(1.0));
   }
 
+  static constexpr double kReportEveryS = 10;
+
   Socket listener_;
   uint8_t secret_[32];
   double timeoutS_;
   Deadline deadline_;
+  Deadline waitingSince_{}, nextReport_{};  // reportMissing's clock, from the first arrival
   uint32_t nRanks_ = 0;  // fixed by the first rank that presents the secret
   uint32_t arrived_ = 0;
   bool failed_ = false;  // a rank holding the secret was rejected: every rank fails

@@ -31,6 +31,7 @@ struct AlltoallvArgs {
   // by the progress thread once the stream has reached the call.
   std::optional<DynamicArgs> dynamic;
   uint64_t callSeq = 0;  // the communicator's collective call number (Comm::beginCall)
+  uint64_t elementBytes = 1;  // the datatype's size (errors speak in elements)
 };
 
 }  // namespace rmacc

@@ -535,13 +535,14 @@ void CollectiveEngine::runTask(Task& task) {
     std::copy(rows.begin() + 2 * n, rows.end(), offsets.begin());
   }
   const CountExchange::Mine mine{h, bad ? zeros.data() : a.sendBytes.data(),
-                                 bad ? zeros.data() : a.recvBytes.data(), offsets.data()};
+                                 bad ? zeros.data() : a.recvBytes.data(), offsets.data(),
+                                 a.elementBytes};
   CountExchange::Result x;
   counts_->exchange(task.seq, mine, x);
   const double exchanged = monotonicSeconds();
   if (x.code != rmaccSuccess) {
-    // Nothing moves; the user's stream is released in call order.
-    if (x.code == rmaccInvalidUsage) WARN("AlltoAllv call %llu: %s", (unsigned long long)task.seq, x.error.c_str());
+    // Nothing moves; the user's stream is released in call order. Every rank's caller gets
+    // the error as its return code (or from the stream's synchronisation): no log line too.
     if (dynamicRejected) fail(task.seq, rmaccInvalidUsage, a.rejected);
     else if (!bad) fail(task.seq, x.code, x.error);
     executor_->complete(doneOf(task), writeBack);

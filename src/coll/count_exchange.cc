@@ -489,9 +489,13 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
     out.error = strprintf("rank %d rejected its arguments of this call", v.rejectRank);
   } else if (!v.ok()) {
     out.code = rmaccInvalidUsage;
-    out.error = strprintf("count mismatch: rank %d sends %llu bytes to rank %d, which expects %llu",
-                          v.misSrc, (unsigned long long)v.sent, v.misDst,
-                          (unsigned long long)v.expected);
+    // In the caller's unit; in bytes only when the two ranks' datatypes differ in size.
+    const uint64_t e = mine.elementBytes ? mine.elementBytes : 1;
+    const bool whole = v.sent % e == 0 && v.expected % e == 0;
+    out.error = strprintf("count mismatch: rank %d sends %llu %s to rank %d, which expects %llu",
+                          v.misSrc, (unsigned long long)(whole ? v.sent / e : v.sent),
+                          whole ? "elements" : "bytes", v.misDst,
+                          (unsigned long long)(whole ? v.expected / e : v.expected));
   }
 }
 

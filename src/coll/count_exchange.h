@@ -81,6 +81,7 @@ class CountExchange {
     const uint64_t* send;    // [n]
     const uint64_t* recv;    // [n]
     const uint64_t* offset;  // [n] by origin: where its block lands in this rank's target
+    uint64_t elementBytes = 1;  // the call's datatype size: a mismatch is told in elements
   };
   struct Result {
     rmaccResult_t code = rmaccSuccess;  // the common verdict (rejecting ranks see their own)

@@ -224,11 +224,16 @@ bool InGraphCalls::record(Stream& user, const AlltoallvArgs& a) {
     verdictOf(o.status, o.reason);
     if (mine.status == kOk && o.status == kOk &&
         (o.sendBytes != a.recvBytes[p] || o.recvBytes != a.sendBytes[p])) {
+      // In elements of this rank's datatype (bytes where a count is not a whole number).
+      const uint64_t e = a.elementBytes ? a.elementBytes : 1;
+      const bool whole = o.sendBytes % e == 0 && o.recvBytes % e == 0 && a.recvBytes[p] % e == 0 &&
+                         a.sendBytes[p] % e == 0;
+      const uint64_t unit = whole ? e : 1;
       const std::string why = strprintf(
-          "counts disagree: rank %d sends %llu bytes to rank %d, which expects %llu (and %llu back, "
-          "where rank %d expects %llu)", p, (unsigned long long)o.sendBytes, ctx_.rank,
-          (unsigned long long)a.recvBytes[p], (unsigned long long)a.sendBytes[p], p,
-          (unsigned long long)o.recvBytes);
+          "counts disagree: rank %d sends %llu %s to rank %d, which expects %llu (and %llu back, "
+          "where rank %d expects %llu)", p, (unsigned long long)(o.sendBytes / unit),
+          whole ? "elements" : "bytes", ctx_.rank, (unsigned long long)(a.recvBytes[p] / unit),
+          (unsigned long long)(a.sendBytes[p] / unit), p, (unsigned long long)(o.recvBytes / unit));
       verdictOf(kRejected, why.c_str());
     }
   }
