@@ -22,7 +22,9 @@
 #   graph      CUDA graph replays (rmacc-perf --graph) against the same calls uncaptured, same
 #              run: AlltoAll and AlltoAllV with device counts, 1 node, 1K..64M (issue 13)
 # and, only when named: sanitizer capsan pyunit random trace relay proxy gdr cost2
-# graphnodes
+# graphnodes timeline
+# (timeline: CUPTI traces of one 1 KiB call, bench/timeline/cupti_timeline.py: AlltoAll 1 x 1 and
+# 1 x 2, uncaptured and --graph, AlltoAllV --counts device, NCCL at one rank)
 # (capsan: compute-sanitizer memcheck over the captured dynamic call, 1 x 2 on one GPU; pyunit:
 # the Python package's CUDA unittest, PYUNIT picks the cases; graphnodes: the graph step's calls
 # on 3 emulated nodes x 1, where completion waits run on a stream of their own)
@@ -274,6 +276,25 @@ if has graphnodes; then  # graph replays across 3 emulated nodes: a stream of co
     perf alltoall-3x1${g:+-graph} 3 3 alltoall -b 1K -e 16M -f 8 -n 20 -w 3 $g
     perf counts-device-3x1${g:+-graph} 3 3 alltoallv --pattern zipf --counts device -b 1K -e 16M -f 8 -n 20 -w 3 $g
   done
+fi
+if has timeline; then  # CUPTI traces of small calls, read by bench/timeline/cupti_timeline.py
+  cupti_lib=$(python3 -c "import glob,site; h=sorted(glob.glob(site.getsitepackages()[0]+'/nvidia/**/libcupti.so*', recursive=True)); print(h[0] if h else '')" 2>/dev/null)
+  tl() {  # tl NAME NRANKS PROGRAM ARGS...: traces under $OUT/timeline-NAME, table in its .txt
+    local name=$1 n=$2; shift 2; local dir=$OUT/timeline-$name; mkdir -p "$dir"
+    CUDA_INJECTION64_PATH=$PWD/build-gpu/tools/librmacc-cupti-trace.so CUPTI_TRACE_DIR=$dir \
+      CUPTI_TRACE_LIB=${CUPTI_TRACE_LIB:-$cupti_lib} run_ranks "$dir.log" "$n" 1 120 "$@"
+    python3 bench/timeline/cupti_timeline.py "$dir" > "$dir.txt" 2>&1
+    echo "== timeline $name (exit $?): $(grep -E '^# r0' "$dir.txt" | cut -c1-200)"; grep -E '^#   kernels' "$dir.txt" | head -2
+    tar czf "$dir.tgz" -C "$OUT" "timeline-$name" && rm -rf "$dir"
+  }
+  for n in 1 2; do
+    mps_for $n
+    tl alltoall-1x$n $n build-gpu/tools/rmacc-perf alltoall -b 1K -e 1K -n 200 -w 20
+    tl alltoall-graph-1x$n $n build-gpu/tools/rmacc-perf alltoall -b 1K -e 1K -n 200 -w 20 --graph
+    tl counts-device-1x$n $n build-gpu/tools/rmacc-perf alltoallv --pattern zipf --counts device -b 1K -e 1K -n 200 -w 20
+  done
+  mps_for 0
+  [[ -n $RMACC_NCCL_LIB ]] && tl nccl-1x1 1 build-gpu/tools/nccl-perf -b 1K -e 1K -n 200 -w 20
 fi
 if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
   mps_for 2
