@@ -8,7 +8,7 @@
 # skips what would not fit the device tool's 10 minutes):
 #   tests      GPU tests (ctest -R Cuda|Gpu; 2 x 2 cases under MPS)
 #   perf       rmacc-perf alltoall 1K..MAXSIZE (-m 1 and -m 0), 8 B per peer, put+signal latency
-#   ncclapi    NCCL's ncclAlltoAll through its C API (tools/nccl/nccl_perf.cc): kernel and CE paths
+#   ncclapi    NCCL's ncclAlltoAll through its C API (lab/peers/nccl_perf.cc): kernel and CE paths
 #   peer       PyTorch's all_to_all_single (bench/nccl_peer.py) and the copy-engine ceiling
 #   overlap    rmacc-overlap: all-to-alls beside a cuBLAS GEMM loop, rmacc and NCCL
 #   zipf       AlltoAllV zipf and uniform at equal bytes per rank
@@ -16,9 +16,8 @@
 #   dyncounts  AlltoAllV with device counts: rmaccAlltoAllvDynamic against the host-count call,
 #              alone and behind the stream sync + D2H copy frameworks do (issue 13)
 #   proxycpu   2 x 1 AlltoAllV at 1 KiB and 64 MiB: the rmacc-proxy thread's CPU share (issue 15)
-#   loop       same-device copies (issue 11): rmacc-loopbench (the LocalCopier, direct against
-#              the copy-engine loop, alone and beside the GEMM loop, 1-256 MiB), then AlltoAll
-#              64K..1G with RMACC_LOCAL_COPY=direct and =engines
+#   loop       same-device copies (issue 11): AlltoAll 64K..1G with RMACC_LOCAL_COPY=direct
+#              and =engines
 #   graph      CUDA graph replays (rmacc-perf --graph) against the same calls uncaptured, same
 #              run: AlltoAll and AlltoAllV with device counts, 1 node, 1K..64M (issue 13)
 # and, only when named: sanitizer capsan pyunit random trace relay proxy gdr cost2
@@ -84,7 +83,7 @@ EOF
 export RMACC_NCCL_LIB=${RMACC_NCCL_LIB:-$(find_nccl)}
 echo "nccl: ${RMACC_NCCL_LIB:-not found}" >> "$OUT/machine.txt"
 
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRMACC_WITH_CUDA=ON \
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRMACC_WITH_CUDA=ON -DRMACC_BUILD_LAB=ON \
   -DRMACC_FABRIC_ROOT="$PWD/.deps" -DGTest_DIR="$PWD/.deps/usr/lib/x86_64-linux-gnu/cmake/GTest" \
   > "$OUT/build.log" 2>&1 && cmake --build build-gpu -j "$(nproc)" >> "$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
@@ -157,7 +156,7 @@ if has ncclapi; then  # one GPU per rank, without MPS
     # NCCL's INFO lines show that the CE communicator took the policy and initialised its copy
     # engines ("Init CE"): without them the ce table would be the kernel path under another name.
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV run_ranks "$OUT/nccl-perf.log" "$ngpu" 1 280 \
-      build-gpu/tools/nccl-perf -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
+      build-gpu/lab/nccl-perf -b 1K -e "$MAXSIZE" -f 4 -n 20 -w 5
     echo "== nccl C API (exit $?): $(grep -hE "^\[0\] # (nccl-perf alltoall|Out of bounds)" "$OUT/nccl-perf.log" | cut -c5- | tr '\n' ' ')"
     echo "   CE evidence: $(grep -c "Init CE" "$OUT/nccl-perf.log") 'Init CE' lines; $(grep -m1 -oE "CTA policy flags set to [0-9]+" "$OUT/nccl-perf.log" || echo "no CTA policy line")"
   else
@@ -223,7 +222,7 @@ if has relay; then
   # The same with 3 proxy threads a rank (tcp's default is one, Comm::usableProxyThreads): each
   # pair of ranks on its own thread's endpoint, one pacer and one signal lock shared.
   RMACC_PROXY_THREADS=3 perf alltoallv-zipf-3x2-threads 6 3 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
-  # And paced: the threads keep the rank's posting order for data (net/nic_pacer.h first).
+  # And paced: the threads keep the rank's posting order for data (core/nic_pacer.h first).
   RMACC_PROXY_THREADS=3 RMACC_NET_PACE_GBPS=2 perf alltoallv-zipf-3x2-threads-paced 6 3 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
   perf alltoallv-zipf-5x1 5 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
   CUDA_DEVICE_MAX_CONNECTIONS=8 perf alltoallv-zipf-5x2 10 5 alltoallv --pattern zipf -b 1K -e 64M -f 8 -n 5 -w 2
@@ -250,15 +249,6 @@ if has proxycpu; then  # one GPU per rank: the production setting
 fi
 if has loop; then  # one rank per GPU, without MPS: the production shape
   mps_for 0
-  if [[ -x build-gpu/tools/rmacc-loopbench ]]; then
-    # The default slots (4 x 4M: chunks of 1-4 MiB) and bigger ones (fewer events per byte).
-    for slot in ${LOOP_SLOTS:-4M 16M}; do
-      run_ranks "$OUT/loopbench-$slot.log" "$ngpu" 1 200 build-gpu/tools/rmacc-loopbench --slot "$slot" ${LOOPBENCH_ARGS:-}
-      echo "== loopbench, slots of $slot (exit $?)"; grep -E "^\[0\] " "$OUT/loopbench-$slot.log" | cut -c5-
-    done
-  else
-    echo "== loopbench not built (needs cuBLAS)"
-  fi
   for lc in direct engines; do
     RMACC_LOCAL_COPY=$lc perf alltoall-loop-$lc "$ngpu" 1 alltoall -b 64K -e 1G -f 4 -n 20 -w 5
   done

@@ -5,7 +5,7 @@
 #  2. rmacc-perf alltoallv (4 ranks as 2x2 emulated nodes) vs Open MPI MPI_Alltoallv (4 ranks),
 #     uniform, random and zipf counts;
 #  3. the per-call count-exchange (metadata) cost, from the library's COLL log.
-# Logs go to $OUT (default bench/out/); build first with scripts/build.sh.
+# Logs go to $OUT (default bench/out/); build first with scripts/build.sh -DRMACC_BUILD_LAB=ON.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/out}
@@ -20,7 +20,7 @@ $RUN -n 2 --nodes 2 -- "$B/tools/rmacc-perf" putsignal -b 8 -e 256M -f 8 -n 20 -
 for pattern in uniform random zipf; do
   $RUN -n 4 --nodes 2 -- "$B/tools/rmacc-perf" alltoallv --pattern $pattern -b 1K -e 64M -f 8 -n 10 -w 3 \
     > "$OUT/alltoallv-$pattern-2x2.log" 2>&1
-  mpirun -np 4 --oversubscribe --bind-to none "$B/tools/mpi-alltoallv" --pattern $pattern -b 1K -e 64M -f 8 -n 10 -w 3 \
+  mpirun -np 4 --oversubscribe --bind-to none "$B/lab/mpi-alltoallv" --pattern $pattern -b 1K -e 64M -f 8 -n 10 -w 3 \
     > "$OUT/mpi-alltoallv-$pattern.log" 2>&1
 done
 RMACC_DEBUG=INFO RMACC_DEBUG_SUBSYS=COLL $RUN -n 4 --nodes 2 -- "$B/tools/rmacc-perf" alltoallv -b 1K -e 1K -n 200 -w 10 \

@@ -8,8 +8,12 @@ the network; the executor, which runs plans (exec/); the collective call: its ar
 three paths, the progress thread, the count exchange, the plan cache (coll/); the communicator
 and its windows (comm/); the C API. A file may include headers of its own folder and of lower layers only.
 
-Usage: check-layers.py [SRC_DIR | --self-test]  (default: the src/ beside this script's folder). Exit 1 and
-one line per violation when there is one.
+With --lab, checks instead that no file under LAB_DIR includes a header of the library other
+than include/rmacc.h and the faces SRC_DIR/faces.h declares (its own headers and tools/perf's
+harness, which uses only rmacc.h, are fine).
+
+Usage: check-layers.py [SRC_DIR | --self-test | --lab LAB_DIR SRC_DIR]  (default: the src/ beside
+this script's folder). Exit 1 and one line per violation when there is one.
 """
 import os
 import re
@@ -22,6 +26,7 @@ LAYERS = {"core": 0, "os": 1, "backend": 2, "bootstrap": 2, "plan": 2, "net": 3,
 # not the communicator). A new violation fails the check; an entry no longer needed does too.
 KNOWN = set()
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+FACES = "faces.h"  # under src/: the headers the lab may include (lab_violations)
 
 
 def layer_of(rel):
@@ -36,6 +41,8 @@ def violations(src):
                 continue
             path = os.path.join(folder, name)
             rel = os.path.relpath(path, src).replace(os.sep, "/")
+            if rel == FACES:
+                continue  # the faces list: not a layer, it names headers of several
             mine = layer_of(rel)
             if mine not in LAYERS:
                 found.append(f"{rel}: folder '{mine}' has no layer in {sys.argv[0]}")
@@ -59,6 +66,42 @@ def violations(src):
     return found
 
 
+def faces_of(src):
+    with open(os.path.join(src, FACES), encoding="utf-8") as f:
+        return set(INCLUDE.findall(f.read()))
+
+
+def lab_violations(lab, src):
+    """Includes under `lab` that resolve to a library header outside the declared faces."""
+    faces, found = faces_of(src), []
+    for inc in sorted(faces):
+        if not os.path.exists(os.path.join(src, inc)):
+            found.append(f"{FACES} declares {inc}, which is not under {src}")
+    src = os.path.realpath(src)
+    for folder, _, files in os.walk(lab):
+        for name in files:
+            if not name.endswith((".h", ".cc", ".cu")):
+                continue
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, lab).replace(os.sep, "/")
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            for inc in INCLUDE.findall(text):
+                here = os.path.realpath(os.path.join(folder, inc))
+                if os.path.exists(here) and not here.startswith(src + os.sep):
+                    continue  # its own header (a sibling)
+                lib = os.path.realpath(os.path.join(src, inc))
+                if here.startswith(src + os.sep) and os.path.exists(here):
+                    lib = here  # a relative path into src/
+                elif not os.path.exists(lib):
+                    continue  # rmacc.h, the lab's or tools/perf's headers, system headers
+                face = os.path.relpath(lib, src).replace(os.sep, "/")
+                if face not in faces:
+                    found.append(f"lab/{rel} includes {inc}: not a face of the library "
+                                 f"(src/{FACES})")
+    return found
+
+
 def self_test():
     """The check must catch an upward include and pass a downward one."""
     import tempfile
@@ -72,12 +115,38 @@ def self_test():
         up = [v for v in violations(src) if "KNOWN" not in v]
     ok = not down and len(up) == 1 and up[0].startswith("net/y.h (net) includes exec/x.h")
     print("self-test", "passed" if ok else f"FAILED: down={down} up={up}")
-    return 0 if ok else 1
+    return 0 if ok and lab_self_test() else 1
+
+
+def lab_self_test():
+    """The lab check must pass a face, its own header and rmacc.h, and catch an internal."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as root:
+        src, lab = os.path.join(root, "src"), os.path.join(root, "lab")
+        for folder in ("src/plan", "src/exec", "lab/sim"):
+            os.makedirs(os.path.join(root, folder))
+        open(os.path.join(src, "plan", "plan.h"), "w").write("")
+        open(os.path.join(src, "exec", "x.h"), "w").write("")
+        open(os.path.join(src, FACES), "w").write('#include "plan/plan.h"\n')
+        open(os.path.join(lab, "sim", "own.h"), "w").write("")
+        sim = os.path.join(lab, "sim", "a.cc")
+        open(sim, "w").write('#include "own.h"\n#include "plan/plan.h"\n#include "rmacc.h"\n')
+        clean = lab_violations(lab, src)
+        open(sim, "a").write('#include "exec/x.h"\n#include "../../src/exec/x.h"\n')
+        caught = lab_violations(lab, src)
+    ok = not clean and len(caught) == 2 and all("not a face" in v for v in caught)
+    print("lab self-test", "passed" if ok else f"FAILED: clean={clean} caught={caught}")
+    return ok
 
 
 def main():
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
+    if sys.argv[1:2] == ["--lab"] and len(sys.argv) == 4:
+        found = lab_violations(sys.argv[2], sys.argv[3])
+        for line in found:
+            print(line)
+        return 1 if found else 0
     here = os.path.dirname(os.path.abspath(__file__))
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "src")
     found = violations(src)

@@ -218,7 +218,7 @@ void runVariants(const std::vector<EnvVariant>& variants, int calls, int seed) {
 // per thread; landing puts all go through thread 0 while pure signals to the same ranks ride
 // the others, so one signal counter is raised from two threads; paced (2 GB/s, so that the
 // pacer holds loopback's writes back), the threads keep the rank's posting order between them
-// (net/nic_pacer.h NicPacer::first). Bytes exact, no deadlock.
+// (core/nic_pacer.h NicPacer::first). Bytes exact, no deadlock.
 TEST(Alltoallv, SeveralProxyThreads) {
   runVariants({{{5, 2}, {{"RMACC_PROXY_THREADS", "4"}, {"RMACC_RELAY_BYTES", "16K"},
                          {"RMACC_RELAY_SLOTS", "2"}}},

@@ -61,10 +61,10 @@ struct Shape {
 //      flag and for the puts' sources among its memory ops (no event); the waits of the wait
 //      lanes go into its last batch with the done flags.
 //   a run of proxy puts whose stream hands over its next batch 16 ops or more later goes over
-//      as it ends (exec/proxy_runs.h): one call more where it happens.
+//      as it ends (plan/proxy_runs.h): one call more where it happens.
 //   with two or more remote completion waits (sources on other nodes, and the wait for the
 //      round-1 relay's release, plan.h Options::releaseRelayUpTo), the completion waits
-//      run on the CE-wait stream, one memop batch (exec/completion_waits.h), instead of
+//      run on the CE-wait stream, one memop batch (plan/completion_waits.h), instead of
 //      joining the last batch.
 // Measured: 2x2 8-11, 4x2 11-14, 2x4 13-15 and 8-13 with unequal nodes (the batches split
 // where deps fall, which the counts decide); the bounds are the worst rank's. With one CE

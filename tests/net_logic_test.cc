@@ -9,7 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "net/nic_pacer.h"
+#include "core/nic_pacer.h"
+#include "core/proxy_routing.h"
 #include "net/proxy.h"
 #include "net/proxy_backoff.h"
 #include "net/signal_tally.h"

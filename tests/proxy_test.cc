@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/proxy_routing.h"
 #include "support/net_ranks.h"
 
 namespace rmacc {

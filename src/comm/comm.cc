@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/proxy_routing.h"
 #include "comm/window.h"
 #include "coll/collective.h"
 #include "exec/rma.h"

@@ -6,8 +6,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "exec/completion_waits.h"
-#include "exec/proxy_runs.h"
+#include "plan/completion_waits.h"
+#include "plan/proxy_runs.h"
 #include "exec/rma.h"
 #include "exec/signal_space.h"
 
@@ -331,7 +331,7 @@ void Executor::flushAll(Batches& batches) {
 
 // The streams of the call's ops; which of them only wait (WaitOnly). With a trace every stream
 // runs its own ops, so that each op gets its span; so does a wait lane with completion waits on
-// kOwnCompletionStreamFrom or more sources of other nodes (exec/completion_waits.h).
+// kOwnCompletionStreamFrom or more sources of other nodes (plan/completion_waits.h).
 void Executor::classify(const std::vector<Op>& ops, Call& c) {
   c.streamOf.resize(ops.size());
   std::vector<Stream*> all;

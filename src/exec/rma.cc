@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/proxy_routing.h"
 #include "exec/signal_space.h"
 
 namespace rmacc {

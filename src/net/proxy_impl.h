@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "net/nic_pacer.h"
+#include "core/nic_pacer.h"
 #include "net/proxy.h"
 #include "net/signal_tally.h"
 

@@ -7,22 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/signal_contexts.h"
 #include "rmacc.h"
 
 namespace rmacc {
-
-enum InternalContext : int {
-  kCtxColl = RMACC_MAX_CONTEXTS,  // collective data (direct puts, relay puts, forwards)
-  kCtxCredit,                     // relay slot credits
-  kCtxEntry,                      // per-call entry readiness
-  kCtxBarrier,                    // rmaccBarrier
-  kNumContexts
-};
-static_assert(kNumContexts <= 8, "the completion data has 3 bits for the context");
-// Contexts whose signals never carry data (credits, entry readiness): a sender may write their
-// counters as values into the receiver's signal array (ProxyPut::writesValue), since no data
-// write of its own increments the same counter through the receiver's proxy.
-inline bool pureSignalContext(int ctx) { return ctx == kCtxCredit || ctx == kCtxEntry; }
 
 struct SignalLayout {
   int nRanks = 0;

@@ -39,7 +39,7 @@ constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;  // bounds the pipeline's 
 // forwarded at batch `last`: the next position, on the CE-wait lane, which nothing else uses
 // after the entry waits. So the waits are checked while the call's data arrives, the direct
 // puts' from remote rail peers round by round, on a stream of their own where a rank has
-// sources on two or more other nodes (exec/completion_waits.h), and a call's tail is the waits
+// sources on two or more other nodes (plan/completion_waits.h), and a call's tail is the waits
 // on its last round's sources alone. At the end of
 // the lanes, as before, they ran one after another (~1 us of stream time each, RESULTS §20.1)
 // once the last relay wait or the last forward was through: 15 + 7 of them at 16 x 8 GPUs.

@@ -3,17 +3,16 @@
 
 #include <string>
 
+#include "core/signal_contexts.h"
 #include "plan/plan.h"
 #include "rmacc.h"
 
 namespace rmacc::plan {
 
-// The internal signal contexts (DESIGN.md §1). They equal net/signals.h kCtxColl, kCtxCredit
-// and kCtxEntry; src/plan may not include net/, so tests/planner_test.cc static_asserts the
-// equality instead.
-constexpr int kPlanCtxColl = RMACC_MAX_CONTEXTS;  // data: direct puts, relay puts, forwards
-constexpr int kPlanCtxCredit = RMACC_MAX_CONTEXTS + 1;  // relay slot credits
-constexpr int kPlanCtxEntry = RMACC_MAX_CONTEXTS + 2;   // per-call entry readiness
+// The internal signal contexts the plans use (core/signal_contexts.h).
+constexpr int kPlanCtxColl = kCtxColl;      // data: direct puts, relay puts, forwards
+constexpr int kPlanCtxCredit = kCtxCredit;  // relay slot credits
+constexpr int kPlanCtxEntry = kCtxEntry;    // per-call entry readiness
 constexpr int kPlanNumContexts = 8;  // contexts a signal may name (3 bits of completion data)
 
 // One line of Plan::dump, also used by the verifier's reports, e.g.
