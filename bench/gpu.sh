@@ -12,6 +12,8 @@
 #   peer       PyTorch's all_to_all_single (bench/nccl_peer.py) and the copy-engine ceiling
 #   overlap    rmacc-overlap: all-to-alls beside a cuBLAS GEMM loop, rmacc and NCCL
 #   zipf       AlltoAllV zipf and uniform at equal bytes per rank
+#   fixed      the small-call targets: 1 rank against NCCL at one rank, 1 x 2 at 8 B per peer
+#              against put+signal, 1K..1M AlltoAll / AlltoAllV / device counts; RUNS turns
 #   cost       host cost per call on one node (bench/call_cost.py)
 #   dyncounts  AlltoAllV with device counts: rmaccAlltoAllvDynamic against the host-count call,
 #              alone and behind the stream sync + D2H copy frameworks do (issue 13)
@@ -150,6 +152,22 @@ if has perf; then
   quiet_perf alltoall-1node-m0 "$local_ranks" 1 alltoall -m 0 -b 1M -e "$MAXSIZE" -f 4 -n 20 -w 5
 fi
 
+if has fixed; then  # the small-call targets (issue 49), RUNS turns alternated (default 3)
+  for run in $(seq "${RUNS:-3}"); do
+    mps_for 1
+    quiet_perf fixed-1rank-$run 1 1 alltoall -b 1K -e 1M -f 4 -n 200 -w 20
+    [[ -n $RMACC_NCCL_LIB ]] && run_ranks "$OUT/fixed-nccl-1rank-$run.log" 1 1 200 \
+      build-gpu/lab/nccl-perf -b 1K -e 1M -f 4 -n 200 -w 20
+    mps_for 2
+    quiet_perf fixed-putsignal-$run 2 1 putsignal -b 8 -e 8 -n 1000 -w 50
+    quiet_perf fixed-8B-$run 2 1 alltoall -d uint8 -b 16 -e 16 -n 1000 -w 50
+    quiet_perf fixed-1x2-$run 2 1 alltoall -b 1K -e 1M -f 4 -n 200 -w 20
+    quiet_perf fixed-v-1x2-$run 2 1 alltoallv --pattern uniform -b 1K -e 1M -f 4 -n 200 -w 20
+    quiet_perf fixed-dyn-1x2-$run 2 1 alltoallv --pattern uniform --counts device -b 1K -e 1M -f 4 -n 200 -w 20
+  done
+  python3 bench/fixed_cost.py "$OUT" | tee "$OUT/fixed.txt"
+fi
+
 if has ncclapi; then  # one GPU per rank, without MPS
   mps_for 0
   if [[ -n $RMACC_NCCL_LIB ]]; then
@@ -284,7 +302,7 @@ if has timeline; then  # CUPTI traces of small calls, read by bench/timeline/cup
     tl counts-device-1x$n $n build-gpu/tools/rmacc-perf alltoallv --pattern zipf --counts device -b 1K -e 1K -n 200 -w 20
   done
   mps_for 0
-  [[ -n $RMACC_NCCL_LIB ]] && tl nccl-1x1 1 build-gpu/tools/nccl-perf -b 1K -e 1K -n 200 -w 20
+  [[ -n $RMACC_NCCL_LIB ]] && tl nccl-1x1 1 build-gpu/lab/nccl-perf -b 1K -e 1K -n 200 -w 20
 fi
 if has gdr; then  # what the GPU-direct probe finds: tcp (no FI_HMEM) and shm (FI_HMEM offered)
   mps_for 2
