@@ -19,7 +19,7 @@ import os
 import statistics
 import sys
 
-DEFAULT_ANCHORS = ["cuGraphLaunch", "cuStreamBatchMemOp", "cuLaunchKernel"]
+DEFAULT_ANCHORS = ["cuGraphLaunch", "cudaGraphLaunch", "cuStreamBatchMemOp", "cuLaunchKernel", "cudaLaunchKernel"]
 COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
               8: "DtoD", 9: "HtoH", 10: "PtoP"}
 
