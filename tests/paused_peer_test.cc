@@ -2,7 +2,9 @@
 // as having closed its connection: the survivors' errors must tell a paused rank from one
 // that left or died, since the two call for different actions (look at what it is stuck on,
 // or at why it exited). 2 emulated nodes x 2 ranks; rank 2 stops itself, the others' call
-// times out, then rank 0 resumes it.
+// times out, then rank 0 resumes it. Rank 2 stops only once every survivor is entering its
+// call and right after its own puts start: a pause after a fixed delay let a fast machine
+// finish the whole call first, and then no call had anything to fail on.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@ constexpr int kVictim = 2;
 
 struct Shared {
   std::atomic<int> victimPid;
+  std::atomic<int> started;   // survivors about to enter the call the pause interrupts
   std::atomic<int> reported;  // survivors whose call came back
   std::atomic<int> failed;    // of them, those whose call failed
   char text[kRanks][1024];    // each survivor's error text
@@ -46,15 +49,19 @@ TEST(PausedPeer, DescribedAsNotAnsweringNotAsClosed) {
     RMACC_ASSERT_OK(rmaccBarrier(comm.get(), nullptr));
     if (ctx.rank == kVictim) {
       sh->victimPid.store(getpid());
+      while (sh->started.load() < kRanks - 1) usleep(100);
       RMACC_ASSERT_OK(rmaccAlltoAll(send.data(), recv.data(), kCount, rmaccUint32, comm.get(),
                                     comm.stream()));
-      usleep(30000);
-      raise(SIGSTOP);  // mid-call, until rank 0 has everyone's error
+      usleep(1000);
+      // Mid-call: 16 MiB to each peer cannot have landed in a millisecond, and a stopped
+      // process receives nothing more. Stopped until rank 0 has everyone's error.
+      raise(SIGSTOP);
       // Resumed: the others gave up on this communicator; whatever it answers, it must not hang.
       (void)rmaccAlltoAll(send.data(), recv.data(), kCount, rmaccUint32, comm.get(), nullptr);
       return;
     }
     while (sh->victimPid.load() == 0) usleep(1000);
+    sh->started.fetch_add(1);
     rmaccResult_t r =
         rmaccAlltoAll(send.data(), recv.data(), kCount, rmaccUint32, comm.get(), nullptr);
     // A survivor that had all of rank 2's data before the pause may succeed; not all can (rank
