@@ -43,6 +43,13 @@ class Bootstrap {
   // (peer, tag) arrive in the order they were sent. Both are safe to call from several threads.
   virtual void send(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
   virtual std::vector<char> recv(int peer, uint32_t tag) = 0;
+  // recv that gives up at `deadline` (monotonicSeconds; infinity: never): false, with nothing
+  // consumed, when no such message came by then. Throws as recv does. Default: recv.
+  virtual bool recvBy(int peer, uint32_t tag, double deadline, std::vector<char>& out) {
+    (void)deadline;
+    out = recv(peer, tag);
+    return true;
+  }
   // Makes every blocked and later call throw rmaccRemoteError ("aborted"), and tells every
   // peer why (`reason`, best effort) before the connections go down.
   virtual void abort() = 0;

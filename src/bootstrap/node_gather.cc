@@ -3,7 +3,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -55,14 +57,14 @@ NodeGather::~NodeGather() {
 
 char* NodeGather::slot(char* base, uint64_t seq) const { return base + (seq & 1) * slotBytes_; }
 
-void NodeGather::waitFor(const Peer& p, uint64_t seq) {
+bool NodeGather::waitFor(const Peer& p, uint64_t seq, double until) {
   auto* word = reinterpret_cast<volatile uint64_t*>(slot(p.base, seq));
   for (int i = 0; i < kSpinLoads; ++i)
-    if (os::loadAcquire(word) >= seq) return;
-  const double deadline = monotonicSeconds() + timeoutS_;
+    if (os::loadAcquire(word) >= seq) return true;
+  const double now = monotonicSeconds(), deadline = now + timeoutS_;
   for (;;) {
     uint64_t v = os::loadAcquire(word);
-    if (v >= seq) return;
+    if (v >= seq) return true;
     if (aborted_.load(std::memory_order_acquire))
       RMACC_THROW(rmaccRemoteError, "count exchange of call %llu: aborted",
                   (unsigned long long)seq);
@@ -71,11 +73,13 @@ void NodeGather::waitFor(const Peer& p, uint64_t seq) {
       RMACC_THROW(rmaccRemoteError,
                   "count exchange of call %llu: rank %d (same node) exited before it arrived",
                   (unsigned long long)seq, p.rank);
-    if (monotonicSeconds() > deadline)
+    const double t = monotonicSeconds();
+    if (t > deadline)
       RMACC_THROW(rmaccTimeout,
                   "count exchange of call %llu: rank %d (same node) did not arrive within %.1f s",
                   (unsigned long long)seq, p.rank, timeoutS_);
-    os::sleepWhileEqual(word, v, kSliceS);
+    if (t >= until) return false;
+    os::sleepWhileEqual(word, v, std::min(kSliceS, until - t));
   }
 }
 
@@ -89,7 +93,13 @@ void NodeGather::publish(uint64_t seq, const void* mine, size_t bytes) {
 
 const char* NodeGather::peerRecord(int localRank, uint64_t seq) {
   const Peer& p = peers_[localRank];
-  if (p.rank != rank_) waitFor(p, seq);
+  if (p.rank != rank_) waitFor(p, seq, std::numeric_limits<double>::infinity());
+  return slot(p.base, seq) + kLine;
+}
+
+const char* NodeGather::peerRecordBy(int localRank, uint64_t seq, double deadline) {
+  const Peer& p = peers_[localRank];
+  if (p.rank != rank_ && !waitFor(p, seq, deadline)) return nullptr;
   return slot(p.base, seq) + kLine;
 }
 

@@ -40,6 +40,10 @@ class NodeGather {
   // seq + 1 (which it does only after it finished reading seq).
   void publish(uint64_t seq, const void* mine, size_t bytes);
   const char* peerRecord(int localRank, uint64_t seq);
+  // peerRecord that gives up at `deadline` (monotonicSeconds): nullptr when the record of
+  // `seq` has not arrived by then (nothing is consumed: ask again later). Throws as
+  // peerRecord does (abort, a dead peer, timeoutS of waiting in this call).
+  const char* peerRecordBy(int localRank, uint64_t seq, double deadline);
   // Releases every exchange blocked now or later with rmaccRemoteError.
   void abort();
 
@@ -51,7 +55,8 @@ class NodeGather {
     char* base;
   };
   char* slot(char* base, uint64_t seq) const;
-  void waitFor(const Peer& p, uint64_t seq);
+  // False when `until` (monotonicSeconds) came first.
+  bool waitFor(const Peer& p, uint64_t seq, double until);
 
   const Topology& topo_;
   const int rank_;

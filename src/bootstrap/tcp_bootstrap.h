@@ -46,6 +46,7 @@ class TcpBootstrap final : public Bootstrap {
   void barrier() override;
   void send(int peer, uint32_t tag, const void* data, size_t bytes) override;
   std::vector<char> recv(int peer, uint32_t tag) override;
+  bool recvBy(int peer, uint32_t tag, double deadline, std::vector<char>& out) override;
   void abort() override;
   void abort(const std::string& reason) override;
   void setPeerLostHandler(PeerLostFn fn) override;
@@ -102,7 +103,10 @@ class TcpBootstrap final : public Bootstrap {
   void sendToAll(uint32_t tag, const std::string& text, double waitS);
   void sendTagged(int peer, uint32_t tag, const void* data, size_t bytes);
   // Waits for one message with `tag` from each of `peers`, handing each to `take` as it comes.
-  void collect(std::vector<int> peers, uint32_t tag, const Taker& take);
+  // With `until`: returns false once it passed with messages still missing (those taken
+  // were handed over).
+  bool collect(std::vector<int> peers, uint32_t tag, const Taker& take,
+               const Deadline* until = nullptr);
   bool takeArrived(std::vector<int>& peers, uint32_t tag,
                    std::vector<std::pair<int, std::vector<char>>>& ready);
   [[noreturn]] void throwAborted() const;

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <exception>
 
 #include "bootstrap/tcp_bootstrap.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -302,8 +304,23 @@ bool TcpBootstrap::takeArrived(std::vector<int>& peers, uint32_t tag,
   return !ready.empty();
 }
 
-void TcpBootstrap::collect(std::vector<int> peers, uint32_t tag, const Taker& take) {
+bool TcpBootstrap::recvBy(int peer, uint32_t tag, double deadline, std::vector<char>& out) {
+  RMACC_ARG_CHECK(peer >= 0 && peer < nRanks_, "recv: peer %d is not in [0, %d)", peer, nRanks_);
+  RMACC_ARG_CHECK(!(tag & kBootstrapReservedTagBit), "recv: tag %#x is reserved", tag);
+  if (std::isinf(deadline)) {
+    out = recv(peer, tag);
+    return true;
+  }
+  const Deadline until = deadlineAfter(std::max(0.0, deadline - monotonicSeconds()));
+  return collect({peer}, tag, [&](int, std::vector<char>& m) { out = std::move(m); }, &until);
+}
+
+bool TcpBootstrap::collect(std::vector<int> peers, uint32_t tag, const Taker& take,
+                           const Deadline* until) {
   Deadline deadline = deadlineAfter(timeoutS_);
+  // The caller's deadline: past it, the wait gives up without an error.
+  const bool early = until && *until < deadline;
+  const Deadline wakeAt = early ? *until : deadline;
   std::vector<std::pair<int, std::vector<char>>> ready;
   while (!peers.empty()) {
     rmaccResult_t err = rmaccSuccess;
@@ -321,13 +338,14 @@ void TcpBootstrap::collect(std::vector<int> peers, uint32_t tag, const Taker& ta
         for (int p : peers)
           if (peers_[p]->closed.load()) err = rmaccRemoteError, why = peers_[p]->closedWhy;
         if (err != rmaccSuccess) break;
+        if (timedOut && early) return false;
         if (timedOut) {
           err = rmaccTimeout;
           why = strprintf("rank %d: waiting for tag %#x from rank %d%s timed out after %.1f s",
                           rank_, tag, peers[0], peers.size() > 1 ? " and others" : "", timeoutS_);
           break;
         }
-        timedOut = cv_.wait_until(lock, deadline) == std::cv_status::timeout;
+        timedOut = cv_.wait_until(lock, wakeAt) == std::cv_status::timeout;
       }
     }
     // Throw and copy outside the lock: the error path logs, the copy may be large.
@@ -335,6 +353,7 @@ void TcpBootstrap::collect(std::vector<int> peers, uint32_t tag, const Taker& ta
     for (auto& [p, m] : ready) take(p, m);
     ready.clear();
   }
+  return true;
 }
 
 void TcpBootstrap::abort(const std::string& reason) {

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -88,7 +89,8 @@ CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
     : boot_(boot), topo_(topo), rank_(rank), n_(topo.nRanks()), node_(topo.nodeOf(rank)),
       local_(topo.localRankOf(rank)), L_(topo.nodeSize(node_)), nNodes_(topo.nNodes()),
       W_(plan::relayWriterSlots(topo, rank)),
-      gathersPerCall_(topo.nNodes() == 1 ? 1 : 5), options_(options) {
+      gathersPerCall_(topo.nNodes() == 1 ? 1 : 5), options_(options),
+      v_(std::make_unique<Verdict>()) {
   for (int k = 1; k < nNodes_; ++k) {
     const int from = topo.recvNode(node_, k);
     for (int m = 0; local_ + m * L_ < topo.nodeSize(from); ++m)
@@ -135,7 +137,7 @@ CountExchange::CountExchange(Bootstrap& boot, const Topology& topo, int rank,
 
 // Step 1. Record: header, verdict, chunks[nNodes] ([0]: the rank's largest relay payload in
 // bytes; [k]: its relay chunks of round k), send[n], recv[n], offset[n].
-void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
+void CountExchange::nodePhase1Publish(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
   const size_t hdr = sizeof(MetaHeader) + sizeof(Verdict), chunks = hdr;
   const size_t sendAt = chunks + 8 * (size_t)nNodes_, recvAt = sendAt + 8 * (size_t)n_,
                offAt = recvAt + 8 * (size_t)n_;
@@ -145,19 +147,29 @@ void CountExchange::nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verd
   out.localHeader.assign(L_, MetaHeader{});
   out.localOffset.assign(L_, std::vector<uint64_t>());
   // [local rank * nNodes + k]: each mate's relay chunks of round k, for the relay loads.
-  std::vector<uint64_t> mateChunks((size_t)L_ * nNodes_, 0);
+  mateChunks_.assign((size_t)L_ * nNodes_, 0);
   mateRecords_.assign(L_, nullptr);  // step-1 records, read again by checkWholeNode and railSendCounts
-  std::copy(myChunks_.begin(), myChunks_.end(), mateChunks.begin() + (size_t)local_ * nNodes_);
+  std::copy(myChunks_.begin(), myChunks_.end(), mateChunks_.begin() + (size_t)local_ * nNodes_);
+  if (!gather_) return;
+  std::vector<char>& rec = stepRecord_;
+  rec.assign(offAt + 8 * (size_t)n_, 0);
+  memcpy(rec.data(), &mine.header, sizeof(MetaHeader));
+  memcpy(rec.data() + sizeof(MetaHeader), &v, sizeof(Verdict));
+  memcpy(rec.data() + chunks, myChunks_.data(), 8 * (size_t)nNodes_);
+  memcpy(rec.data() + sendAt, mine.send, 8 * (size_t)n_);
+  memcpy(rec.data() + recvAt, mine.recv, 8 * (size_t)n_);
+  memcpy(rec.data() + offAt, mine.offset, 8 * (size_t)n_);
+  gather_->publish(gatherSeq(seq, 1), rec.data(), rec.size());
+}
+
+void CountExchange::nodePhase1Read(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
+  const size_t hdr = sizeof(MetaHeader) + sizeof(Verdict), chunks = hdr;
+  const size_t sendAt = chunks + 8 * (size_t)nNodes_, recvAt = sendAt + 8 * (size_t)n_,
+               offAt = recvAt + 8 * (size_t)n_;
+  const size_t nw = writers_.size();
+  std::vector<uint64_t>& mateChunks = mateChunks_;
   if (gather_) {
-    std::vector<char> rec(offAt + 8 * (size_t)n_);
-    memcpy(rec.data(), &mine.header, sizeof(MetaHeader));
-    memcpy(rec.data() + sizeof(MetaHeader), &v, sizeof(Verdict));
-    memcpy(rec.data() + chunks, myChunks_.data(), 8 * (size_t)nNodes_);
-    memcpy(rec.data() + sendAt, mine.send, 8 * (size_t)n_);
-    memcpy(rec.data() + recvAt, mine.recv, 8 * (size_t)n_);
-    memcpy(rec.data() + offAt, mine.offset, 8 * (size_t)n_);
-    const uint64_t gs = gathersPerCall_ * (seq - 1) + 1;
-    gather_->publish(gs, rec.data(), rec.size());
+    const uint64_t gs = gatherSeq(seq, 1);
     for (int j = 0; j < L_; ++j) {
       if (j == local_) continue;
       const int mate = topo_.rankAt(node_, j);
@@ -248,13 +260,14 @@ void CountExchange::railSendCounts(uint64_t seq, const Mine& mine, Result& out, 
 // Step 2, received by the handlers and spread over the node (gather 2): every rank reads its
 // writers' counts to this node (as their relay) and checks them against its node's
 // expectations, and every node's share of this node's round maximum.
-void CountExchange::railGatherCounts(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
-  plan::RankInputs& in = out.inputs;
-  std::vector<char> rec(recordBytes2_[local_]);
-  for (int a : handled_) {
+void CountExchange::railTakeCounts(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
+  std::vector<char>& rec = stepRecord_;
+  rec.assign(recordBytes2_[local_], 0);
+  for (size_t i = 0; i < handled_.size(); ++i) {
+    const int a = handled_[i];
     const int la = topo_.nodeSize(a), partner = partnerOn(a);
     const size_t want = sizeof(Rail1) + sizeof(Verdict) + 8 * (size_t)la * L_;
-    std::vector<char> got = boot_.recv(partner, kRail1Tag);
+    const std::vector<char>& got = railGot_[i];
     out.bytes.received += got.size();
     RMACC_ENFORCE(got.size() == want, "count exchange of call %llu: rank %d sent %zu bytes, expected %zu",
                   (unsigned long long)seq, partner, got.size(), want);
@@ -269,7 +282,12 @@ void CountExchange::railGatherCounts(uint64_t seq, const Mine& mine, Result& out
     memcpy(block + 16, got.data() + sizeof(Rail1) + sizeof(Verdict), 8 * (size_t)la * L_);
   }
   memcpy(rec.data(), &v, sizeof(Verdict));
-  const char* const* recs = gatherStep(seq, 2, rec);
+  publishStep(seq, 2, rec);
+}
+
+void CountExchange::railGatherCounts(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
+  plan::RankInputs& in = out.inputs;
+  const char* const* recs = stepRecords(seq, 2, stepRecord_);
   roundMaxHere_ = node_ >= 1 ? aggChunks_[node_] : 0;
   for (int h = 0; h < L_; ++h) {
     v.merge(at<Verdict>(recs[h], 0));
@@ -316,7 +334,11 @@ void CountExchange::relaySchedule(uint64_t seq, const Mine& mine, Result& out, V
   }
   relayChunksThisCall_ = step - relaySteps_;
   if (node_ >= 1) in.roundChunks[node_] = roundMaxHere_;
-  const char* const* recs = gatherStep(seq, 3, relayRecord_);
+  publishStep(seq, 3, relayRecord_);
+}
+
+void CountExchange::relayScheduleRead(uint64_t seq, Verdict& v, Result& out) {
+  const char* const* recs = stepRecords(seq, 3, relayRecord_);
   relayRecords_.assign(recs, recs + L_);
   for (int j = 0; j < L_; ++j) {
     v.merge(at<Verdict>(relayRecords_[j], 0));
@@ -328,7 +350,6 @@ void CountExchange::relaySchedule(uint64_t seq, const Mine& mine, Result& out, V
 // verdict of this node and every entry of the relays here for that node's writers; received
 // replies are spread over the node (gather 4), where every writer reads its own.
 void CountExchange::railReplies(uint64_t seq, const Mine& mine, Result& out, Verdict& v) {
-  plan::RankInputs& in = out.inputs;
   const Verdict known = v;  // the node's verdict (gather 3 spread it): the same in every reply
   std::vector<char> msg;
   for (int a : handled_) {
@@ -349,11 +370,16 @@ void CountExchange::railReplies(uint64_t seq, const Mine& mine, Result& out, Ver
     boot_.send(partner, kRail2Tag, msg.data(), msg.size());
     out.bytes.sent += msg.size();
   }
-  std::vector<char> rec(recordBytes4_[local_]);
-  for (int b : handled_) {
+}
+
+void CountExchange::railTakeReplies(uint64_t seq, Result& out, Verdict& v) {
+  std::vector<char>& rec = stepRecord_;
+  rec.assign(recordBytes4_[local_], 0);
+  for (size_t i = 0; i < handled_.size(); ++i) {
+    const int b = handled_[i];
     const int partner = partnerOn(b);
     const size_t want = sizeof(Rail2) + sizeof(Verdict) + sizeof(WriterEntry) * L_;
-    std::vector<char> got = boot_.recv(partner, kRail2Tag);
+    const std::vector<char>& got = railGot_[i];
     out.bytes.received += got.size();
     RMACC_ENFORCE(got.size() == want && at<Rail2>(got.data(), 0).seq == seq,
                   "count exchange of call %llu: rank %d's reply is out of step", (unsigned long long)seq, partner);
@@ -363,7 +389,12 @@ void CountExchange::railReplies(uint64_t seq, const Mine& mine, Result& out, Ver
     memcpy(block + 8, got.data() + sizeof(Rail2) + sizeof(Verdict), sizeof(WriterEntry) * L_);
   }
   memcpy(rec.data(), &v, sizeof(Verdict));
-  const char* const* recs = gatherStep(seq, 4, rec);
+  publishStep(seq, 4, rec);
+}
+
+void CountExchange::railGatherReplies(uint64_t seq, Result& out, Verdict& v) {
+  plan::RankInputs& in = out.inputs;
+  const char* const* recs = stepRecords(seq, 4, stepRecord_);
   for (int h = 0; h < L_; ++h) {
     v.merge(at<Verdict>(recs[h], 0));
     if (h != local_) out.bytes.sharedRead += sizeof(Verdict);
@@ -384,21 +415,45 @@ void CountExchange::railReplies(uint64_t seq, const Mine& mine, Result& out, Ver
   }
 }
 
-// Publishes `mine` as gather `step` of call `seq` and returns every local rank's record
-// (this rank's own is `mine`). A rank alone on its node has no gather: its record is all.
-const char* const* CountExchange::gatherStep(uint64_t seq, int step, const std::vector<char>& mine) {
+// Publishes `mine` as gather `step` of call `seq`. A rank alone on its node has no gather.
+void CountExchange::publishStep(uint64_t seq, int step, const std::vector<char>& mine) {
+  if (gather_) gather_->publish(gatherSeq(seq, step), mine.data(), mine.size());
+}
+
+// Every local rank's record of gather `step` (this rank's own is `mine`, which it published);
+// a rank alone on its node has only its own.
+const char* const* CountExchange::stepRecords(uint64_t seq, int step, const std::vector<char>& mine) {
   records_.assign(L_, mine.data());
   if (!gather_) return records_.data();
-  const uint64_t gs = gathersPerCall_ * (seq - 1) + (uint64_t)step;
-  gather_->publish(gs, mine.data(), mine.size());
   for (int j = 0; j < L_; ++j)
-    if (j != local_) records_[j] = gather_->peerRecord(j, gs);
+    if (j != local_) records_[j] = gather_->peerRecord(j, gatherSeq(seq, step));
   return records_.data();
+}
+
+// Whether every mate's record of gather `step` is there by `deadline` (then reading them
+// waits no more).
+bool CountExchange::gatherArrived(uint64_t seq, int step, double deadline) {
+  if (!gather_) return true;
+  for (int j = 0; j < L_; ++j)
+    if (j != local_ && !gather_->peerRecordBy(j, gatherSeq(seq, step), deadline)) return false;
+  return true;
+}
+
+// Whether the rail message `tag` of every handled node came by `deadline`; those that came are
+// kept in railGot_ across calls of advance() (a message is received once).
+bool CountExchange::railArrived(uint32_t tag, double deadline) {
+  for (size_t i = 0; i < handled_.size(); ++i) {
+    if (railHave_[i]) continue;
+    if (!boot_.recvBy(partnerOn(handled_[i]), tag, deadline, railGot_[i])) return false;
+    railHave_[i] = 1;
+  }
+  railHave_.assign(handled_.size(), 0);  // for the next rail step
+  return true;
 }
 
 // Step 4: the verdict, and what this rank forwards to each mate: signals and the last batch.
 // A writer's chunks follow those of the round's earlier writers at this relay.
-void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
+void CountExchange::nodePhase2Publish(uint64_t seq, Result& out, Verdict& v) {
   plan::RankInputs& in = out.inputs;
   in.forwardSignals.assign(L_, 0);
   in.forwardLastBatch.assign(L_, 0);
@@ -428,12 +483,18 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
       pos += plan::chunkCount(total, call, lastRound);
     }
   }
-  std::vector<char> rec(sizeof(Verdict) + 16 * (size_t)L_);
+  std::vector<char>& rec = stepRecord_;
+  rec.assign(sizeof(Verdict) + 16 * (size_t)L_, 0);
   memcpy(rec.data(), &v, sizeof(Verdict));
   memcpy(rec.data() + sizeof(Verdict), fwd.data(), 8 * (size_t)L_);
   memcpy(rec.data() + sizeof(Verdict) + 8 * (size_t)L_, last.data(), 8 * (size_t)L_);
-  const uint64_t gs = gathersPerCall_ * seq;
-  gather_->publish(gs, rec.data(), rec.size());
+  gather_->publish(gatherSeq(seq, 5), rec.data(), rec.size());
+}
+
+void CountExchange::nodePhase2Read(uint64_t seq, Result& out, Verdict& v) {
+  plan::RankInputs& in = out.inputs;
+  if (!gather_) return;
+  const uint64_t gs = gatherSeq(seq, 5);
   for (int j = 0; j < L_; ++j) {
     if (j == local_) continue;
     const char* p = gather_->peerRecord(j, gs);
@@ -445,6 +506,14 @@ void CountExchange::nodePhase2(uint64_t seq, Result& out, Verdict& v) {
 }
 
 void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
+  start(seq, mine, out);
+  advance(std::numeric_limits<double>::infinity());
+}
+
+void CountExchange::start(uint64_t seq, const Mine& mine, Result& out) {
+  seq_ = seq;
+  mine_ = mine;
+  out_ = &out;
   out = Result{};
   plan::RankInputs& in = out.inputs;
   in.rank = rank_;
@@ -466,24 +535,86 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
     myChunks_[k] = plan::chunkCount(total, options_, plan::isLastRound(k, nNodes_));
     myChunks_[0] = std::max(myChunks_[0], total);
   }
-  Verdict v;
+  Verdict& v = *v_;
+  v = Verdict{};
   if (mine.header.rejected) v.reject(rank_);
   if (mine.send[rank_] != mine.recv[rank_]) v.mismatch(rank_, rank_, mine.send[rank_], mine.recv[rank_]);
-  nodePhase1(seq, mine, out, v);
-  if (nNodes_ > 1) {
-    railSendCounts(seq, mine, out, v);
-    railGatherCounts(seq, mine, out, v);
-    relaySchedule(seq, mine, out, v);
-    railReplies(seq, mine, out, v);
-  } else {
-    relayChunksThisCall_ = 0;
+  railGot_.resize(handled_.size());
+  railHave_.assign(handled_.size(), 0);
+  nodePhase1Publish(seq, mine, out, v);
+  stage_ = Stage::kGather1;
+}
+
+// Each stage first waits for what the previous one published or sent to arrive from the
+// peers, then reads it and publishes or sends the next: a stage that returns false has changed
+// nothing, and runs whole when advance() is called again.
+bool CountExchange::advance(double deadline) {
+  RMACC_ENFORCE(out_ != nullptr, "count exchange: advance() without start()");
+  const uint64_t seq = seq_;
+  const Mine& mine = mine_;
+  Result& out = *out_;
+  Verdict& v = *v_;
+  for (;;) {
+    switch (stage_) {
+      case Stage::kGather1:
+        if (!gatherArrived(seq, 1, deadline)) return false;
+        nodePhase1Read(seq, mine, out, v);
+        if (nNodes_ == 1) {
+          relayChunksThisCall_ = 0;
+          out.inputs.forwardSignals.assign(L_, 0);
+          out.inputs.forwardLastBatch.assign(L_, 0);
+          stage_ = Stage::kDone;
+          break;
+        }
+        railSendCounts(seq, mine, out, v);
+        stage_ = Stage::kRail1;
+        break;
+      case Stage::kRail1:
+        if (!railArrived(kRail1Tag, deadline)) return false;
+        railTakeCounts(seq, mine, out, v);
+        stage_ = Stage::kGather2;
+        break;
+      case Stage::kGather2:
+        if (!gatherArrived(seq, 2, deadline)) return false;
+        railGatherCounts(seq, mine, out, v);
+        relaySchedule(seq, mine, out, v);
+        stage_ = Stage::kGather3;
+        break;
+      case Stage::kGather3:
+        if (!gatherArrived(seq, 3, deadline)) return false;
+        relayScheduleRead(seq, v, out);
+        railReplies(seq, mine, out, v);
+        stage_ = Stage::kRail2;
+        break;
+      case Stage::kRail2:
+        if (!railArrived(kRail2Tag, deadline)) return false;
+        railTakeReplies(seq, out, v);
+        stage_ = Stage::kGather4;
+        break;
+      case Stage::kGather4:
+        if (!gatherArrived(seq, 4, deadline)) return false;
+        railGatherReplies(seq, out, v);
+        nodePhase2Publish(seq, out, v);
+        stage_ = Stage::kGather5;
+        break;
+      case Stage::kGather5:
+        if (!gatherArrived(seq, 5, deadline)) return false;
+        nodePhase2Read(seq, out, v);
+        stage_ = Stage::kDone;
+        break;
+      case Stage::kDone:
+        finish(mine, out, v);
+        out_ = nullptr;
+        stage_ = Stage::kIdle;
+        return true;
+      case Stage::kIdle:
+        RMACC_THROW(rmaccInternalError, "count exchange: advance() without start()");
+    }
   }
-  if (nNodes_ > 1) {
-    nodePhase2(seq, out, v);
-  } else {
-    in.forwardSignals.assign(L_, 0);
-    in.forwardLastBatch.assign(L_, 0);
-  }
+}
+
+// The common verdict, as every rank computes it.
+void CountExchange::finish(const Mine& mine, Result& out, const Verdict& v) {
   if (v.rejectRank != INT32_MAX) {
     out.code = v.rejectRank == rank_ ? rmaccInvalidArgument : rmaccInvalidUsage;
     out.error = strprintf("rank %d rejected its arguments of this call", v.rejectRank);
@@ -498,5 +629,7 @@ void CountExchange::exchange(uint64_t seq, const Mine& mine, Result& out) {
                           (unsigned long long)(whole ? v.expected / e : v.expected));
   }
 }
+
+CountExchange::~CountExchange() = default;
 
 }  // namespace rmacc

@@ -75,6 +75,7 @@ class CountExchange {
   // Collective (sets up the node gather). plan options fix chunking (slot and put sizes).
   CountExchange(Bootstrap& boot, const Topology& topo, int rank, const plan::Options& options,
                 double timeoutS);
+  ~CountExchange();
 
   struct Mine {
     MetaHeader header;
@@ -98,6 +99,14 @@ class CountExchange {
   // Call `seq` (1, 2, ...). `rejected` calls take part with zero counts. Throws on a lost or
   // late peer (rmaccRemoteError, rmaccTimeout), like the node gather and the bootstrap.
   void exchange(uint64_t seq, const Mine& mine, Result& out);
+  // exchange() in steps, so that a caller can wait a while and leave the rest to another
+  // thread (coll/direct_calls.h): start() publishes this rank's part; advance() takes the
+  // exchange as far as the peers allow by `deadline` (monotonicSeconds; infinity: to the end)
+  // and returns true once `out` is complete, false when a peer's part had not come by then
+  // (call it again, from any thread, one at a time). `mine`'s arrays and `out` must stay put
+  // until then. Errors are thrown as by exchange(); no other call may start in between.
+  void start(uint64_t seq, const Mine& mine, Result& out);
+  bool advance(double deadline);
   // After a call that runs: its relay steps are used up.
   void commit(const Result& r) { relaySteps_ += relayChunksThisCall_; }
   // The ranks whose relay payloads this rank forwards: round k, m-th writer of that round
@@ -113,14 +122,27 @@ class CountExchange {
 
  private:
   struct Verdict;
-  void nodePhase1(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
+  // Where advance() goes on: each stage waits for the peers' part it names first.
+  enum class Stage { kIdle, kGather1, kRail1, kGather2, kGather3, kRail2, kGather4, kGather5, kDone };
+  void nodePhase1Publish(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
+  void nodePhase1Read(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
   void checkWholeNode(uint64_t gs, const Mine& mine, Result& out, Verdict& v);
   void railSendCounts(uint64_t seq, const Mine& mine, Result& out, const Verdict& v);
+  void railTakeCounts(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
   void railGatherCounts(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
   void relaySchedule(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
+  void relayScheduleRead(uint64_t seq, Verdict& v, Result& out);
   void railReplies(uint64_t seq, const Mine& mine, Result& out, Verdict& v);
-  void nodePhase2(uint64_t seq, Result& out, Verdict& v);
-  const char* const* gatherStep(uint64_t seq, int step, const std::vector<char>& mine);
+  void railTakeReplies(uint64_t seq, Result& out, Verdict& v);
+  void railGatherReplies(uint64_t seq, Result& out, Verdict& v);
+  void nodePhase2Publish(uint64_t seq, Result& out, Verdict& v);
+  void nodePhase2Read(uint64_t seq, Result& out, Verdict& v);
+  void finish(const Mine& mine, Result& out, const Verdict& v);
+  uint64_t gatherSeq(uint64_t seq, int step) const { return gathersPerCall_ * (seq - 1) + (uint64_t)step; }
+  void publishStep(uint64_t seq, int step, const std::vector<char>& mine);
+  const char* const* stepRecords(uint64_t seq, int step, const std::vector<char>& mine);
+  bool gatherArrived(uint64_t seq, int step, double deadline);
+  bool railArrived(uint32_t tag, double deadline);
   // The rank of node a that handles the pair (a, this node): its local rank (this node) mod L_a.
   int partnerOn(int a) const { return topo_.rankAt(a, node_ % topo_.nodeSize(a)); }
 
@@ -149,6 +171,16 @@ class CountExchange {
   std::vector<const char*> records_;      // gatherStep's result
   std::vector<const char*> relayRecords_;  // [local rank] its gather-3 record
   std::vector<char> relayRecord_;         // this rank's gather-3 record
+  std::vector<char> stepRecord_;          // this rank's record of the other gathers
+  std::vector<uint64_t> mateChunks_;      // [local rank * nNodes + k] (nodePhase1)
+  // The call advance() is at.
+  Stage stage_ = Stage::kIdle;
+  uint64_t seq_ = 0;
+  Mine mine_{};
+  Result* out_ = nullptr;
+  std::unique_ptr<Verdict> v_;
+  std::vector<std::vector<char>> railGot_;  // [handled_ index] this rail step's message
+  std::vector<char> railHave_;              // [handled_ index] it came
 };
 
 }  // namespace rmacc
