@@ -1,17 +1,21 @@
 #include "coll/collective.h"
 
+#include <pthread.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/test_hooks.h"
 #include "coll/captured_calls.h"
+#include "coll/direct_calls.h"
 #include "coll/in_graph_calls.h"
 #include "exec/signal_space.h"
 #include "exec/trace.h"
@@ -70,6 +74,8 @@ CollectiveEngine::CollectiveEngine(const EngineContext& ctx, RmaEngine& rma)
   inGraph_ = std::make_unique<InGraphCalls>(ctx_);
   captured_ = std::make_unique<CapturedCalls>(ctx_.backend, n, this, &CollectiveEngine::onTrigger);
   thread_ = std::thread([this] { progressLoop(); });
+  // Named, so that its CPU time can be read from /proc (rmacc-perf --host-cpu).
+  pthread_setname_np(thread_.native_handle(), "rmacc-progress");
 }
 
 CollectiveEngine::~CollectiveEngine() {
@@ -162,6 +168,8 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
     });
     task.userCalls = streamCallsOfThisThread() - calls0;
   }
+  if (directEligible(task, user)) return runDirect(std::move(task), lock);
+  countCallPath(CallPath::kQueued);
   const uint64_t seq = task.seq;
   // With counts on the device the work is enqueued once the stream reaches the call: the wait
   // below then also waits (as long) for the device to get there.
@@ -247,7 +255,7 @@ void CollectiveEngine::progressLoop() {
     Task task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      cv_.wait(lock, [&] { return !directActive_ && (stop_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stop_ with nothing left
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -256,18 +264,9 @@ void CollectiveEngine::progressLoop() {
     try {
       runTask(task);
     } catch (const Error& e) {
-      // The exchange or the setup failed: the communicator cannot go on (a peer is gone or
-      // timed out). Release everything waiting on it with the error.
-      std::string text = strprintf("rank %d: AlltoAllv (collective call #%llu): %s", ctx_.rank,
-                                   (unsigned long long)task.args.callSeq, e.what());
-      // Ranks out of step wait for each other until the timeout: say where each one is.
-      if (e.code() == rmaccTimeout && ctx_.failures.asyncError() == rmaccSuccess)
-        text += "; where the ranks are: " + ctx_.failures.describeRanks();
-      fail(task.seq, e.code(), text);
-      ctx_.failures.poison(e.code(), text);
+      failTask(task, e.code(), e.what());
     } catch (const std::exception& e) {
-      fail(task.seq, rmaccInternalError, e.what());
-      ctx_.failures.poison(rmaccInternalError, e.what());
+      failTask(task, rmaccInternalError, e.what());
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -282,7 +281,7 @@ void CollectiveEngine::progressLoop() {
 void CollectiveEngine::quiesce() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !busy_ && (queue_.empty() || stop_); });
+    cv_.wait(lock, [&] { return !busy_ && !directActive_ && (queue_.empty() || stop_); });
   }
   executor_->drain();
   inGraph_->drain();
@@ -498,21 +497,30 @@ void CollectiveEngine::setBuffers(const Task& task, const CountExchange::Result&
 }
 
 void CollectiveEngine::runTask(Task& task) {
+  if (!task.setup) {
+    task.setup = std::make_shared<CallSetup>();
+    beginTask(task, *task.setup);
+  }
+  counts_->advance(std::numeric_limits<double>::infinity());
+  endTask(task, *task.setup);
+}
+
+void CollectiveEngine::beginTask(Task& task, CallSetup& s) {
   const int n = ctx_.nRanks;
   AlltoallvArgs& a = task.args;
-  double t0 = monotonicSeconds();
+  s.t0 = monotonicSeconds();
   bool bad = !a.rejected.empty();
   // Counts on the device: known once the stream reached the call. Blocks that do not fit fail
   // the call on every rank (rmaccInvalidUsage, reported when the stream is synchronised), but
   // recvcounts and rdispls are still written.
-  std::vector<CopyDesc> writeBack;
-  bool dynamicRejected = false;
+  std::vector<CopyDesc>& writeBack = s.writeBack;
   if (!bad && a.dynamic) {
     a.rejected = dynamic_->resolve(task.seq, *a.dynamic, task.site ? task.site->counts : nullptr,
                                    a, writeBack,
                                    [&] { return ctx_.failures.asyncError() != rmaccSuccess; });
-    bad = dynamicRejected = !a.rejected.empty();
+    bad = s.dynamicRejected = !a.rejected.empty();
   }
+  s.bad = bad;
   Targets targets;
   if (!bad) chooseTargets(task, targets);
   else targets.offset.assign(n, 0);
@@ -521,12 +529,14 @@ void CollectiveEngine::runTask(Task& task) {
   h.seq = task.seq;
   h.callSeq = a.callSeq;
   h.rejected = bad;
-  const std::vector<CopyDesc>& finish = targets.finish;
+  s.finish = std::move(targets.finish);
 
   // --- The count exchange (count_exchange.h): O(n) bytes per rank; every rank gets the same
-  // verdict, so on a mismatch nothing moves anywhere.
-  const std::vector<uint64_t> zeros(bad ? n : 0, 0);
-  std::vector<uint64_t> offsets = targets.offset;
+  // verdict, so on a mismatch nothing moves anywhere. Its arrays stay put until it ends: `s`
+  // holds them, and moving the task keeps its vectors' storage.
+  s.zeros.assign(bad ? n : 0, 0);
+  std::vector<uint64_t>& offsets = s.offsets;
+  offsets = std::move(targets.offset);
   if (CountRecordHook hook = countRecordHook.load()) {
     // Tests corrupt this rank's record: rows of sends, receives and receive offsets.
     std::vector<uint64_t> rows(3 * (size_t)n, 0);
@@ -534,18 +544,22 @@ void CollectiveEngine::runTask(Task& task) {
     hook(task.seq, rows.data(), n);
     std::copy(rows.begin() + 2 * n, rows.end(), offsets.begin());
   }
-  const CountExchange::Mine mine{h, bad ? zeros.data() : a.sendBytes.data(),
-                                 bad ? zeros.data() : a.recvBytes.data(), offsets.data(),
+  const CountExchange::Mine mine{h, bad ? s.zeros.data() : a.sendBytes.data(),
+                                 bad ? s.zeros.data() : a.recvBytes.data(), offsets.data(),
                                  a.elementBytes};
-  CountExchange::Result x;
-  counts_->exchange(task.seq, mine, x);
+  counts_->start(task.seq, mine, s.x);
+}
+
+void CollectiveEngine::endTask(Task& task, CallSetup& s) {
+  AlltoallvArgs& a = task.args;
+  CountExchange::Result& x = s.x;
   const double exchanged = monotonicSeconds();
   if (x.code != rmaccSuccess) {
     // Nothing moves; the user's stream is released in call order. Every rank's caller gets
     // the error as its return code (or from the stream's synchronisation): no log line too.
-    if (dynamicRejected) fail(task.seq, rmaccInvalidUsage, a.rejected);
-    else if (!bad) fail(task.seq, x.code, x.error);
-    executor_->complete(doneOf(task), writeBack);
+    if (s.dynamicRejected) fail(task.seq, rmaccInvalidUsage, a.rejected);
+    else if (!s.bad) fail(task.seq, x.code, x.error);
+    executor_->complete(doneOf(task), s.writeBack);
     return;
   }
   counts_->commit(x);
@@ -559,7 +573,7 @@ void CollectiveEngine::runTask(Task& task) {
   // stream says both with the start flag; a captured call's stream reached it before it was
   // queued, so only the previous call's done flag is left to wait for.
   const WaitDesc start = task.site ? WaitDesc{doneDevice_, task.seq - 1} : WaitDesc{startDevice_, task.seq};
-  executor_->run(*p, b, start, ctx_.cfg.entrySync == EntrySync::kBarrier, finish, doneOf(task),
+  executor_->run(*p, b, start, ctx_.cfg.entrySync == EntrySync::kBarrier, s.finish, doneOf(task),
                  task.seq);
   const uint64_t engineCalls = streamCallsOfThisThread() - calls0;
   {
@@ -569,7 +583,7 @@ void CollectiveEngine::runTask(Task& task) {
   evictPeerMappings(task.seq);
   // Where a call's host time goes (bench/host.sh and bench/gpu.sh average these).
   INFO(kSubsysColl, "call %llu: queued %.1f us, count exchange %.1f us (%llu B: sent %llu, received %llu, shared %llu), plan+enqueue %.1f us, %zu ops, backend calls %llu (user stream %llu)",
-       (unsigned long long)task.seq, (t0 - task.queuedAt) * 1e6, (exchanged - t0) * 1e6,
+       (unsigned long long)task.seq, (s.t0 - task.queuedAt) * 1e6, (exchanged - s.t0) * 1e6,
        (unsigned long long)x.bytes.total(), (unsigned long long)x.bytes.sent,
        (unsigned long long)x.bytes.received, (unsigned long long)x.bytes.sharedRead,
        (monotonicSeconds() - exchanged) * 1e6, p->ops.size(),

@@ -53,6 +53,7 @@ struct CallCost {
 
 class CapturedCalls;
 struct CapturedCall;
+struct CallSetup;  // coll/direct_calls.h
 class InGraphCalls;
 
 class CollectiveEngine {
@@ -96,6 +97,9 @@ class CollectiveEngine {
     double queuedAt = 0;  // seconds (steady clock) when the call was enqueued
     uint64_t userCalls = 0;  // backend calls the caller's thread made to enqueue it
     CapturedCall* site = nullptr;  // a call triggered by its stream: its site
+    // Set once its count exchange started (beginTask); a direct call the caller left to the
+    // progress thread comes with it (coll/direct_calls.h).
+    std::shared_ptr<CallSetup> setup;
   };
   // A captured call's stream reached it (CapturedCalls::Trigger; the host-function thread).
   static void onTrigger(void* engine, CapturedCall& site, AlltoallvArgs args);
@@ -106,6 +110,15 @@ class CollectiveEngine {
   void waitForRoom();
   void progressLoop();
   void runTask(Task& task);
+  // runTask's halves: up to the start of the count exchange, and from its end to the enqueue.
+  void beginTask(Task& task, CallSetup& s);
+  void endTask(Task& task, CallSetup& s);
+  // The call's exchange, plan and enqueue on the caller's thread, when nothing is queued ahead
+  // of it (coll/direct_calls.cc). Called with `lock` held; returns with it released.
+  bool directEligible(const Task& task, const Stream* user) const;
+  uint64_t runDirect(Task task, std::unique_lock<std::mutex>& lock);
+  // A call's setup failed: the communicator cannot go on.
+  void failTask(const Task& task, rmaccResult_t code, const char* what);
   struct Targets;
   void chooseTargets(const Task& task, Targets& t);
   void setBuffers(const Task& task, const CountExchange::Result& x, const plan::RankPlan& plan,
@@ -164,6 +177,8 @@ class CollectiveEngine {
   std::deque<Task> queue_;
   bool stop_ = false;
   bool busy_ = false;  // the progress thread is running a task
+  // A caller's thread is running a call's setup itself (runDirect): the progress thread waits.
+  bool directActive_ = false;
   uint64_t enqueuedSeq_ = 0;  // the last call whose work the progress thread enqueued (or failed)
   uint64_t nextSeq_ = 0;
   std::map<uint64_t, std::pair<rmaccResult_t, std::string>> callErrors_;

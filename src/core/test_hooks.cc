@@ -1,5 +1,6 @@
 #include "core/test_hooks.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "core/config.h"
@@ -51,6 +52,26 @@ bool paramOverriddenForTest(const char* name) {
   for (const auto& e : o.list)
     if (e.first == name) return true;
   return false;
+}
+
+namespace {
+
+// Relaxed counters: one increment a call costs a few nanoseconds, and tests read them after
+// the calls they count have returned.
+std::atomic<uint64_t> pathCounts[3];
+
+}  // namespace
+
+void countCallPath(CallPath path) {
+  pathCounts[(int)path].fetch_add(1, std::memory_order_relaxed);
+}
+
+CallPathCounts callPathCountsForTest() {
+  CallPathCounts c;
+  c.direct = pathCounts[(int)CallPath::kDirect].load(std::memory_order_relaxed);
+  c.handedOff = pathCounts[(int)CallPath::kHandedOff].load(std::memory_order_relaxed);
+  c.queued = pathCounts[(int)CallPath::kQueued].load(std::memory_order_relaxed);
+  return c;
 }
 
 }  // namespace rmacc

@@ -3,6 +3,7 @@
 // read from the environment, and the library never calls the setters itself.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,5 +23,22 @@ void clearParamsForTest();
 // What Config::fromEnvironment applies after the environment, in the order they were set.
 std::vector<std::pair<std::string, std::string>> paramOverridesForTest();
 bool paramOverriddenForTest(const char* name);
+
+}  // namespace rmacc
+
+namespace rmacc {
+
+// Which path the AlltoAll(v) calls of this process took since it started (coll/direct_calls.h):
+// set up on the caller's thread to the end (direct), begun there and finished by the progress
+// thread after RMACC_ENQUEUE_WAIT_MS (handedOff), or queued for the progress thread (queued;
+// calls triggered by their stream are not counted).
+struct CallPathCounts {
+  uint64_t direct = 0, handedOff = 0, queued = 0;
+};
+CallPathCounts callPathCountsForTest();
+
+// The library's side: counts one call.
+enum class CallPath { kDirect, kHandedOff, kQueued };
+void countCallPath(CallPath path);
 
 }  // namespace rmacc
