@@ -114,7 +114,9 @@ int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test)
       if (opts.graph) ctx.device->launchGraph(graphs[i], ctx.stream);
       else test.launch(b.send[i].ptr, b.recv.ptr, l);
     };
-    double us = timeCalls(ctx, opts.warmup, opts.iters, launch, opts.proxyCpu ? &proxy : nullptr);
+    HostCpuMeter host;
+    double us = timeCalls(ctx, opts.warmup, opts.iters, launch, opts.proxyCpu ? &proxy : nullptr,
+                          opts.hostCpu ? &host : nullptr);
     if (opts.graph) {
       RMACC_PERF_CHECK(ctx, rmaccStreamSynchronize(ctx.comm, ctx.stream));
       for (void* g : graphs) ctx.device->destroyGraph(g);
@@ -126,6 +128,15 @@ int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test)
     int64_t wrong = opts.check ? static_cast<int64_t>(sumOverRanks(ctx, mine)) : -1;
     size_t count = std::accumulate(l.sendCounts.begin(), l.sendCounts.end(), size_t{0});
     if (ctx.rank == 0) table.row(makeRow(count * dataTypeSize(opts.dtype), count, us, busFactor, wrong), opts.dtype);
+    if (opts.hostCpu) {
+      // Means over ranks (a sum then divided): every rank pays its own.
+      const double n = ctx.nranks, it = opts.iters;
+      const double caller = (double)sumOverRanks(ctx, (uint64_t)(host.callerSeconds() * 1e9)) / n / it / 1e3;
+      const double all = (double)sumOverRanks(ctx, (uint64_t)(std::max(0.0, host.hostSeconds()) * 1e9)) / n / it / 1e3;
+      if (ctx.rank == 0)
+        printf("#   host CPU per call: %.2f us, %.2f us of it on the caller's thread (mean over ranks)\n",
+               all, caller);
+    }
     if (opts.proxyCpu && ctx.rank == 0) printf("#   rmacc-proxy: %.3f cores during the calls (max over ranks)\n", proxyCores);
   }
   if (opts.proxyCpu) reportIdleProxy(ctx);

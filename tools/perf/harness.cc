@@ -174,16 +174,18 @@ void freeBuffer(Context& ctx, Buffer* b) {
 }
 
 double timeCalls(Context& ctx, int warmup, int iters, const std::function<void()>& launch,
-                 ThreadCpuMeter* meter) {
+                 ThreadCpuMeter* meter, HostCpuMeter* host) {
   for (int i = 0; i < warmup; ++i) launch();
   // Start together: without the barrier a rank that arrives late charges its lateness to the
   // others' first call.
   RMACC_PERF_CHECK(ctx, rmaccBarrier(ctx.comm, ctx.stream));
   RMACC_PERF_CHECK(ctx, rmaccStreamSynchronize(ctx.comm, ctx.stream));
   if (meter) meter->start();
+  if (host) host->start();
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) launch();
   RMACC_PERF_CHECK(ctx, rmaccStreamSynchronize(ctx.comm, ctx.stream));
+  if (host) host->stop();
   double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   return maxOverRanks(ctx, us / iters);
 }

@@ -69,7 +69,8 @@ void freeBuffer(Context& ctx, Buffer* buf);
 // Runs `launch` warmup times, aligns the ranks with a barrier, then runs it `iters` times on the
 // stream and synchronises. Returns the mean microseconds per call, the max over ranks.
 // `meter`, when given, is started when the timed calls start (after the barrier).
+// `host`, when given, measures the timed calls up to the synchronisation after them.
 double timeCalls(Context& ctx, int warmup, int iters, const std::function<void()>& launch,
-                 ThreadCpuMeter* meter = nullptr);
+                 ThreadCpuMeter* meter = nullptr, HostCpuMeter* host = nullptr);
 
 }  // namespace rmacc::perf

@@ -60,7 +60,7 @@ Pattern patternArg(const char* prog, const char* text) {
   fail(prog, std::string("unknown pattern: ") + text);
 }
 
-enum LongOnly { kPattern = 1000, kSeed, kZipfS, kExperts, kPeer, kPrintCounts, kNranks, kProxyCpu, kCounts, kGraph };
+enum LongOnly { kPattern = 1000, kSeed, kZipfS, kExperts, kPeer, kPrintCounts, kNranks, kProxyCpu, kCounts, kGraph, kHostCpu };
 
 const option kLongOptions[] = {
     {"minbytes", required_argument, nullptr, 'b'},   {"maxbytes", required_argument, nullptr, 'e'},
@@ -74,6 +74,7 @@ const option kLongOptions[] = {
     {"peer", required_argument, nullptr, kPeer},     {"print-counts", no_argument, nullptr, kPrintCounts},
     {"nranks", required_argument, nullptr, kNranks}, {"proxy-cpu", no_argument, nullptr, kProxyCpu},
     {"counts", required_argument, nullptr, kCounts}, {"graph", no_argument, nullptr, kGraph},
+    {"host-cpu", no_argument, nullptr, kHostCpu},
     {"help", no_argument, nullptr, 'h'},
     {nullptr, 0, nullptr, 0}};
 
@@ -106,6 +107,7 @@ void applyOption(const char* prog, int c, const char* arg, Options* o) {
       break;
     case kPrintCounts: o->printCounts = true; break;
     case kProxyCpu: o->proxyCpu = true; break;
+    case kHostCpu: o->hostCpu = true; break;
     case kGraph: o->graph = true; break;
     case kCounts:
       if (!strcmp(arg, "host")) o->counts = CountsSource::kHost;
@@ -148,6 +150,9 @@ void printUsage(const char* prog) {
           "                       do); device arrays read by rmaccAlltoAllvDynamic (host)\n"
           "  --proxy-cpu          after each size, the rmacc-proxy thread's CPU share during the\n"
           "                       timed calls (cores, max over ranks); after the sweep, idle\n"
+          "  --host-cpu           after each size, host CPU microseconds per call during the\n"
+          "                       timed calls: on the caller's thread, and in all (every thread\n"
+          "                       but the streams' and the proxy's; mean over ranks)\n"
           "  --graph              alltoall/alltoallv: capture each size's call into a CUDA graph\n"
           "                       once (one per send buffer) and time its replays\n"
           "Sizes are per-rank totals: the bytes one rank sends in one call.\n",

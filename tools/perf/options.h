@@ -41,6 +41,7 @@ struct Options {
   int nranksOverride = 0;          // --nranks, for --print-counts without a launcher
   CountsSource counts = CountsSource::kHost;  // --counts
   bool proxyCpu = false;           // --proxy-cpu: report the proxy thread's CPU share (issue 15)
+  bool hostCpu = false;            // --host-cpu: host CPU per call, and the caller's part (issue 49)
   bool graph = false;              // --graph: time replays of each size's call captured once
 };
 

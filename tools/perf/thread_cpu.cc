@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <unistd.h>
 
 namespace rmacc::perf {
@@ -57,6 +58,31 @@ double threadCpuSeconds(const std::string& name) {
   }
   closedir(tasks);
   return total;
+}
+
+namespace {
+
+double clockSeconds(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double hostNow() {
+  return clockSeconds(CLOCK_PROCESS_CPUTIME_ID) - threadCpuSeconds("rmacc-stream") -
+         threadCpuSeconds("rmacc-proxy");
+}
+
+}  // namespace
+
+void HostCpuMeter::start() {
+  caller0_ = clockSeconds(CLOCK_THREAD_CPUTIME_ID);
+  host0_ = hostNow();
+}
+
+void HostCpuMeter::stop() {
+  caller_ = clockSeconds(CLOCK_THREAD_CPUTIME_ID) - caller0_;
+  host_ = hostNow() - host0_;
 }
 
 ThreadCpuMeter::ThreadCpuMeter(std::string name) : name_(std::move(name)) {}

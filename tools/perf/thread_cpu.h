@@ -25,4 +25,20 @@ class ThreadCpuMeter {
   double cpu0_ = 0, wall0_ = 0;
 };
 
+// The host CPU a call costs (issue 49): the calling thread's own (CLOCK_THREAD_CPUTIME_ID), and
+// the whole process's but for the threads that stand for the device and the network
+// (rmacc-stream: the host backend's streams; rmacc-proxy), so that whichever thread the
+// library sets a call up on (the caller's, a progress thread, the control plane's reader) counts.
+// start() and stop() on the calling thread.
+class HostCpuMeter {
+ public:
+  void start();
+  void stop();
+  double callerSeconds() const { return caller_; }
+  double hostSeconds() const { return host_; }
+
+ private:
+  double caller0_ = 0, host0_ = 0, caller_ = 0, host_ = 0;
+};
+
 }  // namespace rmacc::perf
