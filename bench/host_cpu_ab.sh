@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/out}
 B=${BUILD:-build}
-: "${BASE_LIB:?BASE_LIB must name the directory of the old build's librmacc.so.0}"
+: "${BASE_LIB:?BASE_LIB must name the directory of the old librmacc.so.0}"
 mkdir -p "$OUT"
 export FI_PROVIDER=tcp FI_TCP_IFACE=lo RMACC_NET_PROVIDER=tcp
 rows="$OUT/host-cpu-ab.txt"
