@@ -17,6 +17,11 @@ namespace rmacc {
 namespace {
 
 constexpr size_t kLine = 64;
+// A slot's first line: its sequence word, then how many ranks sleep on it (a peer adds itself
+// before it sleeps), so that a publish makes the futex system call only when someone sleeps.
+constexpr size_t kWaitersAt = 8;
+
+uint32_t* waitersOf(char* slot) { return reinterpret_cast<uint32_t*>(slot + kWaitersAt); }
 // Loads of a peer's sequence word before sleeping: a peer that arrives within a few
 // microseconds is seen without a system call; one that is late costs a futex sleep.
 constexpr int kSpinLoads = 4000;
@@ -79,7 +84,13 @@ bool NodeGather::waitFor(const Peer& p, uint64_t seq, double until) {
                   "count exchange of call %llu: rank %d (same node) did not arrive within %.1f s",
                   (unsigned long long)seq, p.rank, timeoutS_);
     if (t >= until) return false;
-    os::sleepWhileEqual(word, v, std::min(kSliceS, until - t));
+    // Counted in before the last look at the word (both sequentially consistent): either the
+    // publisher sees the count and wakes, or this load sees its store. (Dekker's pairing.)
+    uint32_t* waiters = waitersOf(slot(p.base, seq));
+    __atomic_fetch_add(waiters, 1, __ATOMIC_SEQ_CST);
+    v = __atomic_load_n(const_cast<const uint64_t*>(word), __ATOMIC_SEQ_CST);
+    if (v < seq) os::sleepWhileEqual(word, v, std::min(kSliceS, until - t));
+    __atomic_fetch_sub(waiters, 1, __ATOMIC_SEQ_CST);
   }
 }
 
@@ -88,7 +99,11 @@ void NodeGather::publish(uint64_t seq, const void* mine, size_t bytes) {
                 recordBytes_);
   char* own = slot(static_cast<char*>(mine_->ptr()), seq);
   memcpy(own + kLine, mine, bytes);
-  os::storeAndWake(reinterpret_cast<volatile uint64_t*>(own), seq);
+  // Release of the record with the store; the wake only when a peer counted itself in (see
+  // waitFor): most of the time the peers spin, and the system call cost a microsecond or two.
+  auto* word = reinterpret_cast<volatile uint64_t*>(own);
+  __atomic_store_n(const_cast<uint64_t*>(word), seq, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(waitersOf(own), __ATOMIC_SEQ_CST) != 0) os::wakeAll(word);
 }
 
 const char* NodeGather::peerRecord(int localRank, uint64_t seq) {
