@@ -448,22 +448,22 @@ TEST(SimModel, CrossRailPenaltySlowsOnlyTheDirectSchedule) {
   EXPECT_NEAR(time(Schedule::kPxn, true), time(Schedule::kPxn, false), 1e-6);
 }
 
-// Pacing (plan::Options::creditWindow, RESULTS §7.3, §19). With a NIC that moves one message
+// Pacing (plan::Options::creditWindow, bench/results §7.3, §19). With a NIC that moves one message
 // at a time (the model before §19), rounds drift apart when nothing holds the nodes together
 // and relays receive several rounds at once; a window of 2 relay steps kept them in step: on
 // 16 x 2 GPUs at 64 MiB per rank 0.60 of the bound without (window = slots = 4), 0.84 with, in
 // a first call; in a call in steady state, which rmacc-sim now runs (every step credited, the
-// first window's carried, RESULTS §20), 0.73 and 0.75.
+// first window's carried, bench/results §20), 0.73 and 0.75.
 // With a queue per peer, sharing the NIC max-min (what the proxy gets, Cluster), the two
 // chunks a window of 2 lets in flight share the writer's NIC and both land late, so the credit
 // loop stalled: on 64 x 2 the unpaced plan, the default, reached 0.90 of the bound, the paced
 // one 0.83. Since direct puts follow their round's chunks and carried credits are the remote
-// entries (RESULTS §21) pacing no longer matters there: 16 x 2 on the FIFO NIC 0.96 either
+// entries (bench/results §21) pacing no longer matters there: 16 x 2 on the FIFO NIC 0.96 either
 // way, 64 x 2 per peer 0.90 either way; 0.94 / 0.93 once the completion waits are checked as
 // the data arrives instead of all at the end (plan_build.h completionKeyBatch); 0.98 / 0.97 on
-// the FIFO NIC and 0.95 / 0.95 per peer once credits land as written values (RESULTS §32; as
+// the FIFO NIC and 0.95 / 0.95 per peer once credits land as written values (bench/results §32; as
 // completion data 0.97 / 0.96 and 0.94 / 0.93); per peer 0.98 / 0.95 once max-min sharing also
-// re-rates the flows beside a path's (RESULTS §35): the two chunks in flight still share the
+// re-rates the flows beside a path's (bench/results §35): the two chunks in flight still share the
 // writer's NIC.
 double pacedFraction(bool perPeerNic, int window, int nodes) {  // window -1: the defaults
   Cluster c = preset("h200");
@@ -797,7 +797,8 @@ TEST(SimTraffic, MoeDispatchSendsEachTokenOnceToEachRankItReaches) {
   EXPECT_THROW(makeTraffic(t, 4, 2), std::exception);
 }
 
-// Every cluster size of bench/RESULTS.md's plot, at a small size: the real plan builds, runs to
+// Every cluster size of the archive's plot (bench/results/07-at-cluster-scale.md), at a small
+// size: the real plan builds, runs to
 // the end in the model, and no schedule beats the network bound.
 class SimClusterSizes : public ::testing::TestWithParam<int> {};
 
