@@ -36,7 +36,7 @@ int deviceAttribute(CUdevice dev, CUdevice_attribute attr) {
 }
 
 // A kernel's first launch under lazy loading waits for the whole context to go idle, and work
-// enqueued meanwhile waits for the load (bench/RESULTS.md §13.1): a call whose work is still to
+// enqueued meanwhile waits for the load (docs/decisions.md#eager-module-loading): a call whose work is still to
 // be enqueued when its caller launches a new kernel (a peer later than RMACC_ENQUEUE_WAIT_MS,
 // or counts on the device) deadlocks. Said once per process.
 void warnIfLazyLoading() {
