@@ -125,7 +125,8 @@ fi
 
 # MPS only while ranks share a GPU: without it their contexts time-slice (a put+signal
 # ping-pong 142 us instead of 4 us), with it one rank per GPU pays for it (1-node AlltoAll at
-# 256 KiB-1 MiB: ~98 us a call under MPS, 35-55 us without; bench/RESULTS.md §5.1).
+# 256 KiB-1 MiB: ~98 us a call under MPS, 35-55 us without;
+# docs/decisions.md#mps-in-bench).
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 mps=off
