@@ -80,7 +80,7 @@ void stacksAfterTimeout() {
 // replayed 100 times, `window` replays launched before each synchronisation (1 or 8); before each
 // replay a kernel on the stream writes new counts and data, after it the stream copies the
 // outputs to pinned history. Every replay is then checked byte for byte, recvcounts and rdispls
-// too. More replays pending hang in the driver (README, CUDA graphs: cudaGraphLaunch waits
+// too. More replays pending hang in the driver (docs/usage.md, CUDA graphs: cudaGraphLaunch waits
 // holding a lock the progress thread's copies need;
 // docs/decisions.md#replay-triggered-limit).
 using CaptureCase = std::tuple<Shape, int /*window*/>;

@@ -173,7 +173,7 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   // memory, cudaFree, a kernel's first lazy load) would keep that work out for good: a
   // deadlock (docs/decisions.md#enqueue-wait). Peers (and device counts) that arrive within
   // RMACC_ENQUEUE_WAIT_MS close the window before the call returns; later ones leave it open
-  // (README, Status).
+  // (docs/limits.md).
   if (waitForEnqueue) {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(ctx_.cfg.enqueueWaitMs);

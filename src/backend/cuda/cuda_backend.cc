@@ -46,7 +46,7 @@ void warnIfLazyLoading() {
   std::call_once(once, [] {
     WARN("CUDA loads modules lazily: a kernel launched for the first time while an rmacc call "
          "still waits for a late peer or for its device counts deadlocks; set "
-         "CUDA_MODULE_LOADING=EAGER before CUDA starts (README, Status)");
+         "CUDA_MODULE_LOADING=EAGER before CUDA starts (docs/limits.md)");
   });
 }
 
