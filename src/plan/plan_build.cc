@@ -104,8 +104,7 @@ void settleGather(Op& op) {
 
 // Chunks are whole multiples of minChunkBytes: with blocks of a power-of-two size (the usual
 // case) a chunk boundary then falls between blocks, not inside one, where it would cost one more
-// put and one more forward (rmacc-sim, 2 x 8 GPUs at 16 MiB: chunks of 1.75 MiB over 1 MiB
-// blocks reach 0.67 of the bound, chunks of 2 MiB 0.71). So a payload may take fewer than
+// put and one more forward (docs/decisions.md#half-unit-chunks). So a payload may take fewer than
 // minChunksPerRound chunks when it is under minChunksPerRound x minChunkBytes. Where a chunk's
 // share is one to two units it is rounded to half units instead, and is still at least one:
 // rounded to whole units the last chunk could be as little as a fifth of the first, and its

@@ -51,9 +51,9 @@ inline int completionKeyBatch(int last) { return last + 1; }
 // the relay of local rank `relay`: the relay's node-mates in local-rank order starting after the
 // relay (its own block goes direct). Rotated so that the relays of a node, forwarding at the
 // same time, start on different peers and end on different peers: in plain local order every
-// relay's first forward went to local rank 0 and its last to rank L-1, whose NVLink ingress
-// then carried L-1 forwards at once (rmacc-sim, 2 x 8 at 256 MiB: the last chunk's forwards
-// took 300 us instead of 42). Every party that lays out or reads a payload uses this order.
+// relay's first forward would go to local rank 0 and its last to rank L-1, whose NVLink
+// ingress would then carry L-1 forwards at once (docs/decisions.md#payload-order). Every party
+// that lays out or reads a payload uses this order.
 inline int payloadLocal(int relay, int L, int m) { return (relay + 1 + m) % L; }
 
 // Order of a rank's completion waits on sources whose last data comes in the same batch: a
