@@ -343,15 +343,20 @@ class Communicator:
                              % (row_elements(output), row))
         if self._cuda_index is None:
             return self._all_to_all_v_host(output, input, input_splits, row, code, handle)
-        stream = self._stream()
-        sc, sd, rcounts, rd = self._dynamic_workspace(stream)
+        return self._all_to_all_v_device(output, input, input_splits, row, code, handle,
+                                         self._stream())
+
+    def _all_to_all_v_device(self, output, input, input_splits, row, code, handle, stream):
+        """all_to_all_v's counts converted by tensor operations on the stream, which rmacc's
+        call then reads when the stream reaches it (CUDA; also right on the host backend)."""
+        sc, sd, prefix, rcounts, rd = self._dynamic_workspace(stream)
         # Splits in rows to counts in elements, and their exclusive prefix sum (sd[0] stays 0):
         # size_t and int64 share a layout. In place, so no tensor is made for them per call.
         if row == 1 and input_splits.dtype == torch.int64:
             sc = input_splits
         else:
             torch.mul(input_splits, row, out=sc)
-        torch.cumsum(sc, 0, out=sd[1:])
+        torch.cumsum(sc, 0, out=prefix)  # = sd[1:], a view made once
         rc = self._dynamic(input.data_ptr(), sc.data_ptr(), sd.data_ptr(), output.data_ptr(),
                            output.numel(), rcounts.data_ptr(), rd.data_ptr(), code, handle,
                            stream)
@@ -367,7 +372,7 @@ class Communicator:
         memory: they are converted here, in the count arrays all_to_all_single uses, rather than
         by tensor operations (each costs microseconds on a CPU)."""
         splits = input_splits.tolist()
-        sc, sd, rc, rd = self._counts
+        sc, sd, _, rd = self._counts
         last = self._filled
         if last is None or row != last[2] or splits != last[0]:
             fill_counts(sc, sd, splits, row)
@@ -387,7 +392,8 @@ class Communicator:
 
     def _dynamic_workspace(self, stream):
         """all_to_all_v's arrays (int64, as size_t): send counts, send displacements (n + 1
-        entries, the first 0), receive counts and displacements (elements). Kept per stream:
+        entries, the first 0) and a view of all but their first, receive counts and
+        displacements (elements). Kept per stream:
         calls on one stream are ordered, so the next call rewrites them only after the stream
         ran the last. A call being captured into a CUDA graph gets arrays of its own, from the
         graph's memory, which every replay reads and writes anew."""
@@ -396,7 +402,8 @@ class Communicator:
         if ws is None:
             n = self.size
             buf = torch.zeros(4 * n + 1, dtype=torch.int64, device=self.device)
-            ws = (buf[:n], buf[n:2 * n + 1], buf[2 * n + 1:3 * n + 1], buf[3 * n + 1:])
+            ws = (buf[:n], buf[n:2 * n + 1], buf[n + 1:2 * n + 1], buf[2 * n + 1:3 * n + 1],
+                  buf[3 * n + 1:])
             if not capturing:
                 self._workspaces[stream] = ws
         return ws
