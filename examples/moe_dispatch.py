@@ -225,35 +225,62 @@ def _slots(counts, rows, cap, trash):
     return torch.where(seg < counts.shape[0], s * cap + p - (ends - counts)[s], trash)
 
 
+def exchange_only(layer, x, lib):
+    """The step's communication alone, as a function of `lib` (comm or PaddedAllToAll): the
+    count exchange, the dispatch of x's routed rows and the combine that sends each received
+    row back (so the result must equal the routed rows)."""
+    a, world, el = layer.a, layer.world, layer.e_local
+    _, flat, _, permuted = layer.route(x)
+    per_expert = torch.zeros(a.experts, dtype=torch.int64, device=x.device)
+    per_expert.scatter_add_(0, flat, torch.ones_like(flat))
+    send_splits = per_expert.view(world, el).sum(1)
+    recv_counts = torch.empty_like(per_expert)
+    received = torch.empty(world * a.tokens * a.topk, x.shape[1], dtype=x.dtype, device=x.device)
+    back = torch.empty_like(permuted)
+
+    def step():
+        lib.all_to_all_single(recv_counts, per_expert)
+        got = lib.all_to_all_v(received, permuted, send_splits)
+        lib.all_to_all_v(back, received, got)
+        return back
+    return step, permuted
+
+
+def replayed(step, iters, device):
+    """(output, seconds per step) of step captured in a CUDA graph and replayed, each replay
+    synchronised as a decode step is before sampling (and rmacc's replays of device-count calls
+    may run at most 8 ahead); on CPUs step itself, eagerly."""
+    if device.type != "cuda":
+        return timed(step, iters, device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture, as torch.cuda.graph asks
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+
+    def run():
+        graph.replay()
+        return out
+    out, t = timed(run, iters, device, sync_each=True)
+    return out.clone(), t
+
+
 def decode(a, layer, x, comm, world, device):
-    """Layer.step_no_sync with rmacc and with NCCL (PaddedAllToAll), each captured in a CUDA
-    graph and replayed (eager on CPUs): (ms per step of each, their outputs)."""
+    """Layer.step_no_sync and its communication alone (exchange_only) with rmacc and with NCCL
+    (PaddedAllToAll), each captured in a CUDA graph and replayed (eager on CPUs):
+    {(what, library): (seconds per step, output, expected output or None)}."""
     libs = (("rmacc", comm), ("torch", PaddedAllToAll(world, a.tokens * a.topk)))
     result = {}
     for name, lib in libs:
-        def step(lib=lib):
-            return layer.step_no_sync(x, lib)
-        if device.type == "cuda":
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm-up off the capture, as torch.cuda.graph asks
-                step()
-            torch.cuda.current_stream().wait_stream(side)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = step()
-
-            def run(graph=graph, out=out):
-                graph.replay()
-                return out
-        else:
-            graph, run = None, step
-        # Each replay is synchronised, as a decode step is before sampling (and rmacc's
-        # replays of device-count calls may run at most 8 ahead).
-        out, t = timed(run, a.iters, device, sync_each=True)
-        result[name] = (t, out.clone())
-        del graph
+        out, t = replayed(lambda lib=lib: layer.step_no_sync(x, lib), a.iters, device)
+        result["step", name] = (t, out, None)
+        step, want = exchange_only(layer, x, lib)
+        out, t = replayed(step, a.iters, device)
+        result["exchange", name] = (t, out, want)
     return result
 
 
@@ -276,11 +303,12 @@ def timed(fn, iters, device, sync_each=False):
 
 def decode_report(a, layer, x, comm, world, rank, device, dtype):
     r = decode(a, layer, x, comm, world, device)
-    (t_rmacc, ours), (t_torch, theirs) = r["rmacc"], r["torch"]
+    (t_rmacc, ours, _), (t_torch, theirs, _) = r["step", "rmacc"], r["step", "torch"]
     same = torch.equal(ours, theirs)
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
     close = torch.allclose(ours.float(), theirs.float(), rtol=tol, atol=tol)
-    ok = torch.tensor([int(close)], device=device)
+    exact = all(torch.equal(r["exchange", k][1], r["exchange", k][2]) for k in ("rmacc", "torch"))
+    ok = torch.tensor([int(close and exact)], device=device)
     dist.all_reduce(ok, op=dist.ReduceOp.MIN)
     if rank == 0:
         print("moe decode step: %d ranks on %d node(s), %s %s, %d tokens/rank, hidden %d, ffn "
@@ -288,10 +316,15 @@ def decode_report(a, layer, x, comm, world, rank, device, dtype):
                                        a.tokens, a.hidden, a.ffn, a.experts, a.topk,
                                        "CUDA graph replays" if device.type == "cuda"
                                        else "eager (no CUDA)"))
-        print("  rmacc             %8.3f ms/step (all_to_all_v, device splits)" % (t_rmacc * 1e3))
-        print("  torch.distributed %8.3f ms/step (%s, all_to_all_single into slots of %d rows "
-              "per peer)" % (t_torch * 1e3, dist.get_backend(), a.tokens * a.topk))
-        print("  outputs identical: %s; within %g: %s" % (same, tol, close))
+        slots = "all_to_all_single into slots of %d rows per peer" % (a.tokens * a.topk)
+        print("  %-18s %9s %14s" % ("ms/step", "step", "exchange only"))
+        print("  %-18s %9.3f %14.3f  (all_to_all_v, device splits)"
+              % ("rmacc", t_rmacc * 1e3, r["exchange", "rmacc"][0] * 1e3))
+        print("  %-18s %9.3f %14.3f  (%s, %s)"
+              % ("torch.distributed", t_torch * 1e3, r["exchange", "torch"][0] * 1e3,
+                 dist.get_backend(), slots))
+        print("  step outputs identical: %s; within %g: %s; exchange returned every row: %s"
+              % (same, tol, close, exact))
     if not ok.item():
         raise SystemExit("rank %d: rmacc's and torch.distributed's decode outputs differ" % rank)
 
