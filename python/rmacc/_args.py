@@ -31,8 +31,8 @@ def rmacc_dtype(t, name):
 
 
 def check_tensor(t, name, device, cuda_index=None):
-    """cuda_index: the device's index when it is a GPU, compared without making a torch.device
-    (get_device() is -1 off CUDA)."""
+    """cuda_index: what t.get_device() is on `device` (the GPU's index, -1 for the CPU),
+    compared without making a torch.device (a tenth of the time); None compares devices."""
     if not isinstance(t, torch.Tensor):
         raise TypeError("%s must be a torch.Tensor, not %s" % (name, type(t).__name__))
     if (t.get_device() != cuda_index) if cuda_index is not None else (t.device != device):

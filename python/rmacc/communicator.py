@@ -158,11 +158,13 @@ class Communicator:
         self._splits_shape = torch.Size((self.size,))
         self._int64s = ctypes.c_int64 * self.size
         self._cuda_index = None
+        self._device_index = -1  # tensor.get_device() of this device: compared by check_tensor
         if self.device.type != "cuda":
             self._stream = lambda: None  # host backend: the call returns when done
         else:
             self._cuda_index = self.device.index if self.device.index is not None \
                 else torch.cuda.current_device()
+            self._device_index = self._cuda_index
             # The current stream's handle without a torch.cuda.Stream object (~3 us less a call
             # on an H200 host); the _stream method where this PyTorch lacks the raw getter.
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -247,7 +249,7 @@ class Communicator:
             return torch.ops.rmacc.all_to_all_single(
                 output, input, output_split_sizes, input_split_sizes, self.id)
         args = self._a2a_args(output, input, output_split_sizes, input_split_sizes)
-        rc = lib.rmaccAlltoAllv(*args)
+        rc = self._alltoallv(*args)
         if rc:
             raise RmaccError(rc, in_rows(_lib.last_error(rc, args[7]), self._filled[2]),
                              "all_to_all_single")
@@ -256,8 +258,8 @@ class Communicator:
         """Checks all_to_all_single's arguments; returns rmaccAlltoAllv's (bench/torch_a2a.py
         times this alone: it is what the Python layer adds to the C call)."""
         handle = self._live()
-        check_tensor(output, "output", self.device, self._cuda_index)
-        check_tensor(input, "input", self.device, self._cuda_index)
+        check_tensor(output, "output", self.device, self._device_index)
+        check_tensor(input, "input", self.device, self._device_index)
         if output.dtype != input.dtype:
             raise TypeError("output is %s but input is %s: they must have the same dtype"
                             % (output.dtype, input.dtype))
@@ -327,9 +329,9 @@ class Communicator:
                 "all_to_all_v needs rmaccAlltoAllvDynamic (DESIGN.md §4.1), which %s does not "
                 "export yet; use all_to_all_single with host split sizes" % _lib.path)
         handle = self._live()
-        check_tensor(output, "output", self.device, self._cuda_index)
-        check_tensor(input, "input", self.device, self._cuda_index)
-        check_tensor(input_splits, "input_splits", self.device, self._cuda_index)
+        check_tensor(output, "output", self.device, self._device_index)
+        check_tensor(input, "input", self.device, self._device_index)
+        check_tensor(input_splits, "input_splits", self.device, self._device_index)
         if output.dtype != input.dtype:
             raise TypeError("output is %s but input is %s: they must have the same dtype"
                             % (output.dtype, input.dtype))
