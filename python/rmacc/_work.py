@@ -67,11 +67,12 @@ class StreamWork(_RmaccWork):
         return torch.cuda.ExternalStream(self._raw, device=self._comm.device)
 
     def wait(self, timeout=None):
-        current = torch.cuda.current_stream(self._comm.device)
-        if current.cuda_stream != self._raw:
+        # torch.distributed waits on every call made without async_op: the common case, the
+        # same stream, is told from the raw handles alone.
+        if self._comm._stream() != self._raw:
             event = torch.cuda.Event()
             event.record(self._stream())
-            current.wait_event(event)
+            torch.cuda.current_stream(self._comm.device).wait_event(event)
         return True
 
     def is_completed(self):
