@@ -158,7 +158,7 @@ class Communicator:
         self._splits_shape = torch.Size((self.size,))
         self._int64s = ctypes.c_int64 * self.size
         self._cuda_index = None
-        self._device_index = -1  # tensor.get_device() of this device: compared by check_tensor
+        self._device_index = -1  # check_tensor: the GPU index, -1 for the CPU
         if self.device.type != "cuda":
             self._stream = lambda: None  # host backend: the call returns when done
         else:
