@@ -5,7 +5,7 @@
 // to the network (lab/peers: fi-netbench, rmacc-netbench) need none: libfabric itself and
 // rmacc.h. Each face below is a pure layer or a policy that the library and rmacc-sim both
 // follow, so the simulator runs the library's own rules: a change here changes the model too
-// (lab/sim/sim_test.cc).
+// (lab/sim/*_test.cc).
 #pragma once
 
 // The planner: plans, their ops and how the executor groups and hands them over. rmacc-sim runs
