@@ -30,7 +30,7 @@ KNOWN = set()
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # Quoted and angled: the code outside src/ reaches a library header either way.
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
-FACES = "faces.h"  # under src/: the headers code outside the library may include (outside_violations)
+FACES = "faces.h"  # under src/: what code outside the library may include (outside_violations)
 
 
 def layer_of(rel):
@@ -128,10 +128,10 @@ def self_test():
         up = [v for v in violations(src) if "KNOWN" not in v]
     ok = not down and len(up) == 1 and up[0].startswith("net/y.h (net) includes exec/x.h")
     print("self-test", "passed" if ok else f"FAILED: down={down} up={up}")
-    return 0 if ok and lab_self_test() else 1
+    return 0 if ok and faces_self_test() else 1
 
 
-def lab_self_test():
+def faces_self_test():
     """The faces check must pass a face, its own header and rmacc.h in every folder it is given,
     and catch an internal whether quoted, angled or reached by a relative path."""
     import tempfile
