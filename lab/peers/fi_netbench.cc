@@ -65,7 +65,8 @@ class Endpoint {
     Peer p{};
     p.addrLen = sizeof(p.addr);
     check(fi_getname(&ep_->fid, p.addr, &p.addrLen), "fi_getname");
-    p.base = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf_.data() : 0;
+    const bool virtualAddresses = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+    p.base = virtualAddresses ? (uint64_t)(uintptr_t)buf_.data() : 0;  // else offsets
     p.key = fi_mr_key(mr_);
     return p;
   }
@@ -216,23 +217,17 @@ void bench(int rank, const Options& o, Endpoint& ep, Shared* sh) {
   sh->barrier.wait(idle);  // the peer may still be writing into our buffer until here
 }
 
-int runRank(int rank, const Options& o, Shared* sh) {
-  try {
-    Endpoint ep(o, std::max<size_t>(o.maxBytes, 8));  // 8: the warm-up write
-    sh->peer[rank] = ep.self();
-    sh->barrier.wait();
-    ep.connect(sh->peer[1 - rank]);
-    bench(rank, o, ep, sh);
-    return 0;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "fi-netbench rank %d: %s\n", rank, e.what());
-    return 1;
-  }
+void runRank(int rank, const Options& o, Shared* sh) {
+  Endpoint ep(o, std::max<size_t>(o.maxBytes, 8));  // 8: the warm-up write
+  sh->peer[rank] = ep.self();
+  sh->barrier.wait();
+  ep.connect(sh->peer[1 - rank]);
+  bench(rank, o, ep, sh);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o = netbench::parse(argc, argv);
-  return netbench::runPair<Shared>([&](int rank, Shared* sh) { return runRank(rank, o, sh); });
+  return netbench::runPair<Shared>([&](int rank, Shared* sh) { runRank(rank, o, sh); });
 }

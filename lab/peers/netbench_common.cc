@@ -9,7 +9,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cerrno>  // program_invocation_short_name
 #include <cstdlib>
+#include <exception>
 
 namespace netbench {
 namespace {
@@ -26,6 +28,17 @@ size_t parseSize(const char* text) {
     default: break;
   }
   return *end ? 0 : (size_t)v;
+}
+
+// 0 when rank r ran through, 1 (and why, on stderr) when it threw.
+int run(const std::function<void(int, void*)>& rank, int r, void* shared) {
+  try {
+    rank(r, shared);
+    return 0;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "%s rank %d: %s\n", program_invocation_short_name, r, e.what());
+    return 1;
+  }
 }
 
 [[noreturn]] void usage(const char* prog, int code) {
@@ -86,7 +99,7 @@ void Barrier::wait(const std::function<void()>& idle) {
 }
 
 int runPair(size_t sharedBytes, const std::function<void(void*)>& init,
-            const std::function<int(int rank, void* shared)>& rank) {
+            const std::function<void(int rank, void* shared)>& rank) {
   // Loopback unless told otherwise: both ranks are on this machine.
   setenv("FI_TCP_IFACE", "lo", 0);
   void* shared = mmap(nullptr, sharedBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -99,12 +112,12 @@ int runPair(size_t sharedBytes, const std::function<void(void*)>& init,
   if (child < 0) return perror("fork"), 1;
   if (child == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // rank 0 failed and left: do not spin on alone
-    int rc = rank(1, shared);
+    int rc = run(rank, 1, shared);
     fflush(stdout);
     fflush(stderr);
     _exit(rc);
   }
-  int rc = rank(0, shared);
+  int rc = run(rank, 0, shared);
   int status = 0;
   waitpid(child, &status, 0);
   munmap(shared, sharedBytes);

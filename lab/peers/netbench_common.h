@@ -40,14 +40,15 @@ struct Barrier {
 };
 
 // Runs rank(1, shared) in a forked child and rank(0, shared) here, over one Shared in memory
-// both see (built before the fork), with FI_TCP_IFACE=lo unless the caller set it. Returns 0
-// when both returned 0.
+// both see (built before the fork), with FI_TCP_IFACE=lo unless the caller set it. A rank fails
+// by throwing: its message goes to stderr, with the program's name and the rank. Returns 0 when
+// neither failed.
 int runPair(size_t sharedBytes, const std::function<void(void*)>& init,
-            const std::function<int(int rank, void* shared)>& rank);
+            const std::function<void(int rank, void* shared)>& rank);
 template <class Shared>
-int runPair(const std::function<int(int rank, Shared* shared)>& rank) {
+int runPair(const std::function<void(int rank, Shared* shared)>& rank) {
   return runPair(sizeof(Shared), [](void* m) { new (m) Shared(); },
-                 [&](int r, void* m) { return rank(r, static_cast<Shared*>(m)); });
+                 [&](int r, void* m) { rank(r, static_cast<Shared*>(m)); });
 }
 
 }  // namespace netbench

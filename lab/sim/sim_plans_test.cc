@@ -16,11 +16,6 @@
 namespace rmacc::sim {
 namespace {
 
-using plan::Lane;
-using plan::Op;
-using plan::OpKind;
-using plan::Region;
-
 // The real planner on 2 nodes x 1 GPU: entry signal (latency 5), the put of half the bytes at
 // 1 GB/s, its landing (latency 5); the self copy runs beside it. The traffic's bound is that
 // put's wire time alone.
