@@ -15,11 +15,6 @@
 namespace rmacc::sim {
 namespace {
 
-using plan::Lane;
-using plan::Op;
-using plan::OpKind;
-using plan::Region;
-
 // A gathering put costs the proxy one write per iovLimit runs of sources adjacent in the send
 // buffer (blocks packed in rank order), at both ends. r0 puts 3 x 1,000 bytes of r5's, r6's
 // and r7's blocks into r4's relay, proxy 1 us a write, NIC 1,000 bytes/us, latency 5: one write

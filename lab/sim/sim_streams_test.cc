@@ -17,11 +17,6 @@
 namespace rmacc::sim {
 namespace {
 
-using plan::Lane;
-using plan::Op;
-using plan::OpKind;
-using plan::Region;
-
 // Writer r0 (node 0) sends two 10,000-byte chunks to r3 (node 1, local 1) through relay r2
 // (node 1, local 0), NIC 1 GB/s, copy engine 0.5 GB/s. With one slot the second chunk waits
 // for the relay's credit: put 10 µs + latency 5 -> forward 20 µs, done at 35 -> credit +

@@ -6,11 +6,6 @@
 
 namespace rmacc::sim {
 
-using plan::Lane;
-using plan::Op;
-using plan::OpKind;
-using plan::Region;
-
 Cluster bare(int nodes, int gpus) {
   Cluster c;
   c.nodes = nodes;

@@ -10,19 +10,24 @@
 
 namespace rmacc::sim {
 
+// The vocabulary the cases write their plans in.
+using plan::Lane;
+using plan::Op;
+using plan::OpKind;
+using plan::Region;
+
 // A cluster where only bandwidth and the network latency cost time.
 Cluster bare(int nodes, int gpus);
 
 // One op of a hand-built plan.
-plan::Op op(plan::OpKind kind, plan::Lane lane, int peer, uint64_t bytes, int ctx, int sig,
-            uint32_t count, std::vector<int> deps, plan::Region src = plan::Region::kNone,
-            plan::Region dst = plan::Region::kNone);
+Op op(OpKind kind, Lane lane, int peer, uint64_t bytes, int ctx, int sig, uint32_t count,
+      std::vector<int> deps, Region src = Region::kNone, Region dst = Region::kNone);
 
 // A plan of `nodes` nodes of one GPU each with no ops yet.
 plan::Plan flatPlan(int nodes);
 // A proxy put of `bytes` from the send to the receive buffer of `to` on the collective's data
 // signal.
-plan::Op dataPut(int to, uint64_t bytes, std::vector<int> deps = {});
+Op dataPut(int to, uint64_t bytes, std::vector<int> deps = {});
 // One GPU a node: r0 puts `bytes` to each rank of `to`, which waits for it.
 plan::Plan fanOut(int nodes, std::vector<int> to, uint64_t bytes);
 
