@@ -1,5 +1,6 @@
 #include "coll/collective.h"
 
+#include <pthread.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -239,6 +240,7 @@ void CollectiveEngine::fail(uint64_t seq, rmaccResult_t code, const std::string&
 }
 
 void CollectiveEngine::progressLoop() {
+  pthread_setname_np(pthread_self(), "rmacc-coll");  // what a user sees in top -H or gdb
   // Its short sleeps (device counts, quiet waits) should last what they ask for, not Linux's
   // default 50 us timer slack (the proxy thread does the same).
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
