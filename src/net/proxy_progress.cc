@@ -41,9 +41,12 @@ void ProxyImpl::run() {
     }
     LandingZone* zone = landing_.load(std::memory_order_acquire);
     bool landingBusy = (zone && !zone->idle()) || !creditsDue_.empty();
-    ProxyBackoff::Waiting waiting = awaitingRelease_                    ? ProxyBackoff::kRelease
-                                    : outstanding_ > 0 || landingBusy ? ProxyBackoff::kWrites
-                                                                        : ProxyBackoff::kNothing;
+    // A released put not yet complete counts even with nothing in the provider's hands: one
+    // the provider refused (-FI_EAGAIN) is retried, and its timeout checked, only by a round.
+    const bool released = outstanding_ > 0 || !quiet_.load(std::memory_order_relaxed);
+    ProxyBackoff::Waiting waiting = awaitingRelease_              ? ProxyBackoff::kRelease
+                                    : released || landingBusy ? ProxyBackoff::kWrites
+                                                                : ProxyBackoff::kNothing;
     double s = backoff.idle(now, waiting);
     // A write the pacer holds may go at a known time: no later than then.
     if (pacedHold_) s = std::min(s, pacer_.waitS(now));
