@@ -5,7 +5,7 @@
 #  2. rmacc-perf --proxy-cpu: the rmacc-proxy thread's share during 1 KiB AlltoAllV calls and
 #     over 1 s idle after them (2 x 1).
 # Writes $OUT/idle-cpu.txt (default bench/out/); build first with scripts/build.sh.
-# Exit status 0 when the test's bound (0.01 cores a rank) held.
+# Exit status 0 when the test's bound (0.004 cores a rank) held.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/out}

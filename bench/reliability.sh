@@ -4,7 +4,7 @@
 # rank killed during init, a barrier and a cross-node AlltoAllV (REPEATS runs each), then
 # the lifecycle orders of issue 50 (destroy or abort before, during and after a call, from
 # another thread, after a timeout or a peer's death; one node and 2 emulated nodes), and what
-# an idle communicator costs (bench/idle_cpu.sh's test: at most 0.01 cores a rank).
+# an idle communicator costs (bench/idle_cpu.sh's test: at most 0.004 cores a rank).
 # Writes $OUT/reliability.txt (default bench/out/); build first with scripts/build.sh.
 # Exit status 0: no crash, no hang, no success with wrong data, every survivor within 1 s,
 # every lifecycle order clean, every idle rank within its CPU bound.

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "core/clock.h"
-#include "core/signal_contexts.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/signal_contexts.h"
 
 namespace rmacc {
 

@@ -15,9 +15,10 @@
 //       active within the last 100 ms          -> 200 µs,
 //       idle for longer                        -> 1 ms.
 // Once nothing is pending, both modes wait until woken (kUntilWoken): a post kicks the proxy
-// and an incoming write turns the CQ's fd readable, so an idle communicator costs no CPU (a
-// proxy on a 1 ms timer cost 0.015-0.035 cores a rank). Only where the CQ has no wait fd, or
-// fi_trywait says the provider has work of its own, does the proxy fall back to the caps.
+// and an incoming write turns the CQ's fd readable, so an idle communicator costs no CPU, where
+// a timer, however slow, would cost every rank of a host a share of a core for nothing. Only
+// where the CQ has no wait fd, or fi_trywait says the provider has work of its own, does the
+// proxy fall back to the caps.
 #pragma once
 
 #include <sched.h>
