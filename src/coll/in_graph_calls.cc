@@ -1,5 +1,7 @@
 #include "coll/in_graph_calls.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -368,6 +370,7 @@ void InGraphCalls::releaseAll() {
 // Replays that run past the timeout fail the communicator; once it has failed, every replay
 // that waits is released (its bytes are not delivered; the error says why).
 void InGraphCalls::watch() {
+  pthread_setname_np(pthread_self(), "rmacc-watchdog");
   ctx_.backend.enterInternalThread();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {

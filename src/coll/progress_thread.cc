@@ -1,5 +1,6 @@
 #include "coll/progress_thread.h"
 
+#include <pthread.h>
 #include <sys/prctl.h>
 
 #include "coll/captured_calls.h"
@@ -76,6 +77,7 @@ void ProgressThread::waitIdle() {
 }
 
 void ProgressThread::loop() {
+  pthread_setname_np(pthread_self(), "rmacc-coll");  // what a user sees in top -H or gdb
   // Its short sleeps (device counts, quiet waits) should last what they ask for, not Linux's
   // default 50 us timer slack (the proxy thread does the same).
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
