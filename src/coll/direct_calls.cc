@@ -1,25 +1,24 @@
-// CollectiveEngine's direct path (coll/direct_calls.h).
+// EnqueuedCalls' direct path (coll/direct_calls.h).
 #include "coll/direct_calls.h"
 
-#include "coll/collective.h"
+#include "coll/enqueued_calls.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/test_hooks.h"
 
 namespace rmacc {
 
-// Under mu_. Nothing ahead of the call may still be set up elsewhere: that is what keeps the
-// calls in number order without the queue.
-bool CollectiveEngine::directEligible(const Task& task, const Stream* user) const {
-  return user && task.args.rejected.empty() && !task.args.dynamic && !task.site &&
-         ctx_.cfg.enqueueWaitMs > 0 && queue_.empty() && !busy_ && !directActive_ && !stop_;
+// Calls that wait for their stream (device counts) or move nothing (rejected) keep the
+// progress thread; so does every call when the caller is not to wait at all.
+bool EnqueuedCalls::directEligible(const Stream* user, const AlltoallvArgs& args) const {
+  return user && args.rejected.empty() && !args.dynamic && ctx_.cfg.enqueueWaitMs > 0;
 }
 
-uint64_t CollectiveEngine::runDirect(Task task, std::unique_lock<std::mutex>& lock) {
+// The caller holds the progress thread's claim (ProgressThread::queueOrClaim): no call is set up
+// anywhere else until release().
+void EnqueuedCalls::runDirect(Task& task) {
   const uint64_t seq = task.seq;
-  directActive_ = true;
-  lock.unlock();
-  // As long as a queued call's caller would wait for its enqueue (CollectiveEngine::alltoallv).
+  // As long as a queued call's caller would wait for its enqueue (call()).
   const double deadline = monotonicSeconds() + ctx_.cfg.enqueueWaitMs * 1e-3;
   bool done = false;
   try {
@@ -39,17 +38,10 @@ uint64_t CollectiveEngine::runDirect(Task task, std::unique_lock<std::mutex>& lo
     done = true;
   }
   countCallPath(done ? CallPath::kDirect : CallPath::kHandedOff);
-  lock.lock();
-  directActive_ = false;
-  // A call left unfinished goes first: every call queued meanwhile has a higher number.
-  if (done) enqueuedSeq_ = seq;
-  else queue_.push_front(std::move(task));
-  lock.unlock();
-  cv_.notify_all();
-  return seq;
+  progress_.release(seq, done ? nullptr : &task);
 }
 
-void CollectiveEngine::failTask(const Task& task, rmaccResult_t code, const char* what) {
+void EnqueuedCalls::failTask(const Task& task, rmaccResult_t code, const char* what) {
   // The exchange or the setup failed: the communicator cannot go on (a peer is gone or timed
   // out). Release everything waiting on it with the error.
   std::string text = strprintf("rank %d: AlltoAllv (collective call #%llu): %s", ctx_.rank,

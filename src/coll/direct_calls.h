@@ -6,12 +6,12 @@
 // - Calls are set up in their number order (the ranks' exchanges pair up by number, and the
 //   executor runs call k after k - 1). A call goes direct only when no call is queued for the
 //   progress thread, none is running there and no other thread is inside a direct call
-//   (CollectiveEngine::directEligible, under the engine's mutex); while one is, the progress
-//   thread waits (directActive_) and later calls queue behind it.
+//   (ProgressThread::queueOrClaim, under the queue's lock); while one is, the progress thread
+//   waits and later calls queue behind it.
 // - The caller waits for late peers no longer than a queued call would (RMACC_ENQUEUE_WAIT_MS):
 //   the exchange runs in steps (CountExchange::advance with a deadline), and what is left at
 //   the deadline goes to the progress thread at the head of its queue, the exchange resuming
-//   where it stopped (Task::setup).
+//   where it stopped (QueuedCall::setup).
 // - Errors are the progress thread's: the call fails (its error is the stream's), the
 //   communicator is poisoned, and the caller returns as a queued call's does. Abort from
 //   another thread releases the exchange's waits; destroy is refused while the caller is in
@@ -28,9 +28,9 @@
 
 namespace rmacc {
 
-// One call between the start of its count exchange and its enqueue (CollectiveEngine::
-// beginTask and endTask). The exchange reads `zeros` and `offsets` and writes `x` until it
-// ends, so the setup is not moved meanwhile (Task holds it by pointer).
+// One call between the start of its count exchange and its enqueue (EnqueuedCalls::beginTask
+// and endTask). The exchange reads `zeros` and `offsets` and writes `x` until it ends, so the
+// setup is not moved meanwhile (QueuedCall holds it by pointer).
 struct CallSetup {
   double t0 = 0;                   // monotonicSeconds when the setup began
   bool bad = false;                // rejected by this rank: it joins with zero counts
