@@ -126,7 +126,15 @@ Fabric::Fabric(const std::string& provider, const FabricOptions& options) {
   }
 }
 
-Fabric::~Fabric() { closeAll(); }
+Fabric::~Fabric() {
+  if (!abandoned()) {
+    closeAll();
+    return;
+  }
+  WARN("the network endpoints of a failed communicator stay open until the process exits: "
+       "closing them while a peer's write may be part way in crashes the provider");
+  eps_.clear();  // our bookkeeping only: the provider's objects stay as they are
+}
 
 void Fabric::open(const std::string& provider, const FabricOptions& options) {
   RMACC_ARG_CHECK(options.endpoints >= 1 && options.endpoints <= kMaxFabricEndpoints,
@@ -480,10 +488,12 @@ size_t Fabric::poll(int ep, Completion* out, size_t max) {
     const fi_cq_data_entry& e = entries[i];
     if (e.flags & FI_REMOTE_CQ_DATA) {
       out[k++] = Completion{Completion::kRemoteData, nullptr, e.data & 0xffffffffull};
-    } else if (e.flags & (FI_RMA | FI_WRITE)) {
+    } else if ((e.flags & (FI_RMA | FI_WRITE)) && e.op_context) {
       out[k++] = Completion{Completion::kWriteDone, e.op_context, 0};
     } else {
-      TRACE(kSubsysNet, "ignoring a completion with flags 0x%llx", (unsigned long long)e.flags);
+      // Not one of our writes: other flags, or no context (a provider's internal operation).
+      TRACE(kSubsysNet, "ignoring a completion with flags 0x%llx, context %p",
+            (unsigned long long)e.flags, e.op_context);
     }
   }
   return k;

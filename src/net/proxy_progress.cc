@@ -59,7 +59,7 @@ bool ProxyImpl::sleepFor(double seconds) {
   pollfd fds[2] = {{kickFd_, POLLIN, 0}, {fabric_.waitFd(ep_), POLLIN, 0}};
   // Block on the CQ too only when the provider says nothing is pending (fi_trywait); else
   // a timed sleep, as for providers without a wait object.
-  nfds_t n = fds[1].fd >= 0 && fabric_.readyToBlock(ep_) ? 2 : 1;
+  nfds_t n = fds[1].fd >= 0 && !failed() && fabric_.readyToBlock(ep_) ? 2 : 1;
   timespec ts{(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
   int rc = ppoll(fds, n, &ts, nullptr);
   if (rc <= 0) return false;  // timed out (or EINTR: the next round looks anyway)
@@ -77,8 +77,13 @@ bool ProxyImpl::round() {
   // with 2 us a write: 0.77 / 0.70 / 0.77 -> 0.81 / 0.83 / 0.79 of the bound; RESULTS §33).
   if (pacedHold_ && pacer_.waitS(monotonicSeconds()) == 0 && !failed())
     for (Queue* q : mine_) busy |= issue(*q);
-  busy |= pollCompletions();
-  busy |= serviceLanding();
+  // A failed proxy no longer progresses the network: nothing it could still learn would be
+  // reported, and a peer dropping its connection part way through a write to us would make
+  // the provider crash in the progress (Fabric::abandon says how).
+  if (!failed()) {
+    busy |= pollCompletions();
+    busy |= serviceLanding();
+  }
   refreshQueues();
   double now = monotonicSeconds();
   awaitingRelease_ = false;
