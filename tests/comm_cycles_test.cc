@@ -65,7 +65,7 @@ TEST(CommCycles, DestroyReturnsMemory) {
     }
     sh->end[ctx.rank] = trimmedResidentBytes();
     const size_t warm = sh->warm[ctx.rank], end = sh->end[ctx.rank];
-    printf("rank %d: %.2f MiB resident after %d cycles, %.2f MiB after %d (+%.2f MiB)\n",
+    printf("rank %d: %.2f MiB resident after %d cycles, %.2f MiB after %d (%+.2f MiB)\n",
            ctx.rank, warm / 1048576.0, kWarmCycles, end / 1048576.0, kCycles,
            ((double)end - (double)warm) / 1048576.0);
     EXPECT_LT(end, warm + kGrowthLimit)

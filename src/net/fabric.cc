@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "net/fabric_universe.h"
+#include "net/rxm_buffers.h"
 
 namespace rmacc {
 
@@ -140,6 +141,7 @@ void Fabric::open(const std::string& provider, const FabricOptions& options) {
   RMACC_ARG_CHECK(options.endpoints >= 1 && options.endpoints <= kMaxFabricEndpoints,
                   "%d fabric endpoints (1 to %d)", options.endpoints, kMaxFabricEndpoints);
   if (options.universeSize > 0) sizeFabricUniverse(options.universeSize);  // before fi_getinfo
+  boundRxmBuffers();  // before fi_getinfo too
   fi_info* list = nullptr;
   int rc = -FI_ENODATA;
   // The provider's candidates for one combination of FI_HMEM and threading.
