@@ -134,7 +134,20 @@ Fabric::~Fabric() {
   }
   WARN("the network endpoints of a failed communicator stay open until the process exits: "
        "closing them while a peer's write may be part way in crashes the provider");
-  eps_.clear();  // our bookkeeping only: the provider's objects stay as they are
+  // Kept where the process can still reach them (never freed), so that they are what they
+  // are, left open on purpose, and not a leak to LeakSanitizer.
+  static auto* kept = new std::vector<fid*>;
+  static std::mutex keptMu;
+  std::lock_guard<std::mutex> lock(keptMu);
+  for (Endpoint& e : eps_)
+    for (fid* f : {e.ep ? &e.ep->fid : nullptr, e.av ? &e.av->fid : nullptr,
+                   e.cq ? &e.cq->fid : nullptr})
+      if (f) kept->push_back(f);
+  if (domain_) kept->push_back(&domain_->fid);
+  if (fabric_) kept->push_back(&fabric_->fid);
+  static auto* keptInfo = new std::vector<fi_info*>;
+  keptInfo->push_back(info_);
+  eps_.clear();  // our bookkeeping only
 }
 
 void Fabric::open(const std::string& provider, const FabricOptions& options) {
