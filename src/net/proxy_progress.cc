@@ -65,7 +65,7 @@ bool ProxyImpl::sleepFor(double seconds, double blindS) {
   pollfd fds[2] = {{kickFd_, POLLIN, 0}, {fabric_.waitFd(ep_), POLLIN, 0}};
   // Block on the CQ too only when the provider says nothing is pending (fi_trywait); else
   // a timed sleep, as for providers without a wait object.
-  nfds_t n = fds[1].fd >= 0 && fabric_.readyToBlock(ep_) ? 2 : 1;
+  nfds_t n = fds[1].fd >= 0 && !failed() && fabric_.readyToBlock(ep_) ? 2 : 1;
   if (n == 1) seconds = std::min(seconds, blindS);
   timespec ts{};
   const bool forever = std::isinf(seconds);
@@ -85,8 +85,13 @@ bool ProxyImpl::round() {
   // and the NIC would run dry behind them (docs/decisions.md#posting-order).
   if (pacedHold_ && pacer_.waitS(monotonicSeconds()) == 0 && !failed())
     for (Queue* q : mine_) busy |= issue(*q);
-  busy |= pollCompletions();
-  busy |= serviceLanding();
+  // A failed proxy no longer progresses the network: nothing it could still learn would be
+  // reported, and a peer dropping its connection part way through a write to us would make
+  // the provider crash in the progress (Fabric::abandon says how).
+  if (!failed()) {
+    busy |= pollCompletions();
+    busy |= serviceLanding();
+  }
   refreshQueues();
   double now = monotonicSeconds();
   awaitingRelease_ = false;
