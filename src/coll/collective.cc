@@ -221,7 +221,7 @@ rmaccResult_t CollectiveEngine::takeCallError(uint64_t seq, std::string* text) {
   return code;
 }
 
-rmaccResult_t CollectiveEngine::takeAnyCallError(std::string* text) {
+rmaccResult_t CollectiveEngine::takeAnyCallError(std::string* text, uint64_t* seq) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = callErrors_.begin();
   const uint64_t done = doneSeq();
@@ -229,6 +229,7 @@ rmaccResult_t CollectiveEngine::takeAnyCallError(std::string* text) {
   if (it == callErrors_.end()) return rmaccSuccess;
   rmaccResult_t code = it->second.first;
   if (text) *text = it->second.second;
+  if (seq) *seq = it->first;
   callErrors_.erase(it);
   return code;
 }

@@ -74,7 +74,8 @@ class CollectiveEngine {
   // The last call whose work completed (numbers as alltoallv returns them).
   uint64_t completedSeq() const { return doneSeq(); }
   // Errors of completed calls that nobody collected yet (rmaccStreamSynchronize reports them).
-  rmaccResult_t takeAnyCallError(std::string* text);
+  // `seq`, when given, gets the call's number.
+  rmaccResult_t takeAnyCallError(std::string* text, uint64_t* seq = nullptr);
   uint64_t relayBytes() const { return relayAlloc_ ? relayAlloc_->size() : 0; }
   // Releases a count exchange blocked on a peer of this node (the communicator aborts).
   void abort();
