@@ -336,7 +336,8 @@ rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t* sendcoun
    graph: copies and stream memory operations, no kernel and no host function, nothing for the
    CPU at replay, and replays may be launched back to back without limit. Across nodes (or with
    memory the peers cannot map) a captured call is run by rmacc's progress thread at each replay,
-   as a captured rmaccAlltoAllv is (at most 8 replays ahead). */
+   as a captured rmaccAlltoAllv is; a replay then holds two such calls (the slots, the counts):
+   launch at most 4 replays ahead of the device. */
 /** Collective: every rank passes the same @p capacity and @p datatype, in the same call order
     as its other collective calls. @p sendcounts and @p recvcounts are nranks 64-bit words in
     device memory (host memory on the host backend), read and written only by the stream; the
