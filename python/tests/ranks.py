@@ -67,6 +67,34 @@ def _rank_main(rank, n, nodes, device, workdir, scenario, env, backend, module, 
     os._exit(0)
 
 
+# A rank that fails before its peers reach rmacc (in torch.distributed's rendezvous, or CUDA
+# refusing a context) leaves them waiting for it with no timeout of rmacc's own; once it has
+# left without a good result, the others get this long to fail on their own (their errors say
+# more), then the run stops and reports instead of waiting out the whole timeout.
+_GRACE_AFTER_A_FAILED_RANK_S = 30
+
+
+def _failed_early(r, p, workdir, expect_exit):
+    if p.is_alive() or r in expect_exit:
+        return False
+    path = os.path.join(workdir, "rank%d" % r)
+    if not os.path.exists(path):
+        return True
+    with open(path, "rb") as f:
+        return pickle.load(f)[0] != "ok"
+
+
+def _wait_for_ranks(procs, workdir, expect_exit, deadline):
+    """Returns when every rank has left, at the deadline, or a grace period after a rank failed."""
+    while time.monotonic() < deadline and any(p.is_alive() for p in procs):
+        if any(_failed_early(r, p, workdir, expect_exit) for r, p in enumerate(procs)):
+            deadline = min(deadline, time.monotonic() + _GRACE_AFTER_A_FAILED_RANK_S)
+            for p in procs:
+                p.join(max(0.0, deadline - time.monotonic()))
+            return
+        procs[[p.is_alive() for p in procs].index(True)].join(0.2)
+
+
 def run(scenario, n, nodes, timeout=240, env=None, expect_exit=None, backend=None,
         module="scenarios", pg_timeout_s=None):
     """Runs `scenario` (a function of `module`) on n ranks over `nodes` emulated nodes. Returns
@@ -85,9 +113,7 @@ def run(scenario, n, nodes, timeout=240, env=None, expect_exit=None, backend=Non
                  for r in range(n)]
         for p in procs:  # spawned ranks find this folder on the sys.path they inherit
             p.start()
-        deadline = time.monotonic() + timeout
-        for p in procs:
-            p.join(max(0.0, deadline - time.monotonic()))
+        _wait_for_ranks(procs, workdir, expect_exit, time.monotonic() + timeout)
         hung = [r for r, p in enumerate(procs) if p.is_alive()]
         for r in hung:
             procs[r].kill()
@@ -95,7 +121,7 @@ def run(scenario, n, nodes, timeout=240, env=None, expect_exit=None, backend=Non
         problems, results = [], {}
         for r, p in enumerate(procs):
             if r in hung:
-                problems.append("rank %d: still running after %d s (killed)" % (r, timeout))
+                problems.append("rank %d: still running (killed)" % r)
                 continue
             if r in expect_exit:
                 if p.exitcode != expect_exit[r]:
