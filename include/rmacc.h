@@ -24,10 +24,9 @@
  * - Collective calls. rmaccCommInitRank, rmaccCommWindowRegister, rmaccCommWindowDeregister,
  *   rmaccAlltoAll, rmaccAlltoAllv, rmaccAlltoAllvDynamic, rmaccAlltoAllvPadded and rmaccBarrier
  *   are collective. Every rank of the communicator must make them, in the same order. A rank
- *   that is out of order is
- *   told so (rmaccInvalidUsage) rather than hanging. Bad arguments on one rank fail that call on
- *   every rank: rmaccInvalidArgument on the rank whose arguments were bad, rmaccInvalidUsage on
- *   the others. The other calls are local to the calling rank.
+ *   that is out of order is told so (rmaccInvalidUsage) rather than hanging. Bad arguments on
+ *   one rank fail that call on every rank: rmaccInvalidArgument on the rank whose arguments were
+ *   bad, rmaccInvalidUsage on the others. The other calls are local to the calling rank.
  *
  * - Streams. A call that takes a stream enqueues its work on that stream and returns without
  *   waiting for peers. Errors found once the work runs (counts that do not match, a dead peer)
