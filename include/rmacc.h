@@ -340,7 +340,8 @@ rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t* sendcoun
 /** Collective: every rank passes the same @p capacity and @p datatype, in the same call order
     as its other collective calls. @p sendcounts and @p recvcounts are nranks 64-bit words in
     device memory (host memory on the host backend), read and written only by the stream; the
-    counts never reach the CPU on the data path. @p recvcounts must not overlap @p recvbuff.
+    counts never reach the CPU on the data path. @p recvcounts must not overlap @p recvbuff;
+    the stream sets it to zeros first, so a call that fails leaves zeros there.
     A count above @p capacity is never truncated silently: exactly @p capacity rows move
     whatever the count says (nothing is written outside the slots), the count word arrives as
     sent, and the communicator fails with rmaccInvalidUsage ("rank i sent N rows to rank j, more

@@ -101,6 +101,16 @@ std::vector<uint64_t> PaddedCalls::enqueue(Stream* user, const PaddedArgs& a) {
       counts.recvOffset.push_back(p * sizeof(uint64_t));
     }
   }
+  // recvcounts starts at zero on the stream: a call that fails (a peer rejected it) writes no
+  // count, and the mirror must not take what the caller's memory held for counts received. The
+  // senders write it only once this stream has entered the call, after these stores (memory
+  // operations, not a copy: a copy within one GPU could take the SMs).
+  const bool armed = user && a.rejected.empty();
+  if (armed) {
+    std::vector<WriteDesc> clear(n_);
+    for (int i = 0; i < n_; ++i) clear[i] = {reinterpret_cast<volatile uint64_t*>(a.recvcounts + i), 0};
+    user->writeValues(clear.data(), clear.size());
+  }
   std::vector<uint64_t> seqs;
   // A recorded call that a peer rejected throws rmaccInvalidUsage on every rank alike, as its
   // peers' (in_graph_calls.h): the counts' call still follows it everywhere, as rejected, so
@@ -124,7 +134,7 @@ std::vector<uint64_t> PaddedCalls::enqueue(Stream* user, const PaddedArgs& a) {
     slotCalls_.push_back(seqs[0]);
     if (slotCalls_.size() > kRingSlots) slotCalls_.pop_front();
   }
-  if (user && !rejected) {
+  if (armed && !rejected) {
     Mirror* m = user->capturing() ? graphMirror(*user) : ringMirror();
     arm(*user, *m, a);
   }

@@ -14,7 +14,8 @@
 //
 // Counts above the capacity. Nothing on the device compares them (no kernel), and the copies
 // move exactly `capacity` elements, so nothing lands outside a slot. To report them, the
-// stream then copies the call's sendcounts and the recvcounts it received into a host-visible
+// stream first zeroes recvcounts (a failed call then leaves zeros, not stale words), and after
+// the call copies the call's sendcounts and the recvcounts it received into a host-visible
 // mirror and stamps it; check() reads every stamped mirror and fails the communicator
 // (rmaccInvalidUsage, naming sender, receiver, count and capacity) when a count exceeds the
 // capacity. Uncaptured calls take mirrors from a ring, one per call, each checked once; a
