@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Where do back-to-back replays of a captured rmaccAlltoAllvDynamic hang (bench/RESULTS.md §14.3)?
+# Where do back-to-back replays of a captured rmaccAlltoAllvDynamic hang
+# (docs/decisions.md#replay-triggered-limit)?
 # One device call (carry .deps): build (bench/gpu.sh), rmacc-perf --graph against the uncaptured
 # call (PERF_N calls a size), then the GpuCapture test at 1 x 1 (no MPS) with each of WINDOWS
 # replays launched per synchronisation. A case still running after 8 s writes every thread's

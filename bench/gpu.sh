@@ -52,8 +52,9 @@ has() {  # has STEP: named in STEPS, and time left to start it
 }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export FI_PROVIDER=tcp FI_TCP_IFACE=lo RMACC_NET_PROVIDER=tcp
-# rmacc's streams hold stream-memory waits and must not share hardware queues (README); 16 per
-# process leaves room for 4 MPS clients on one GPU (4 x 32 ran out of channels).
+# rmacc's streams hold stream-memory waits and must not share hardware queues
+# (docs/configuration.md); 16 per process leaves room for 4 MPS clients on one GPU (4 x 32 ran
+# out of channels).
 export CUDA_DEVICE_MAX_CONNECTIONS=16
 {
   nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -5; git log -1 --format='commit %H'
@@ -127,7 +128,8 @@ fi
 
 # MPS only while ranks share a GPU: without it their contexts time-slice (a put+signal
 # ping-pong 142 us instead of 4 us), with it one rank per GPU pays for it (1-node AlltoAll at
-# 256 KiB-1 MiB: ~98 us a call under MPS, 35-55 us without; bench/RESULTS.md §5.1).
+# 256 KiB-1 MiB: ~98 us a call under MPS, 35-55 us without;
+# docs/decisions.md#mps-in-bench).
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 mps=off

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Host-backend benchmarks on this machine, each rmacc figure beside its peer in the same run:
-#  1. network layer: raw fi_writedata vs put-with-signal through the proxy (rmacc-netbench),
-#     and rmacc-perf putsignal across 2 emulated nodes;
+#  1. network layer: raw fi_writedata (lab/fi-netbench) vs put+signal through rmacc.h
+#     (lab/rmacc-netbench), and rmacc-perf putsignal across 2 emulated nodes;
 #  2. rmacc-perf alltoallv (4 ranks as 2x2 emulated nodes) vs Open MPI MPI_Alltoallv (4 ranks),
 #     uniform, random and zipf counts;
 #  3. the per-call count-exchange (metadata) cost, from the library's COLL log.
@@ -15,7 +15,7 @@ export FI_PROVIDER=tcp FI_TCP_IFACE=lo RMACC_NET_PROVIDER=tcp OMPI_ALLOW_RUN_AS_
 git log -1 --format='commit %H' > "$OUT/host-machine.txt"; nproc >> "$OUT/host-machine.txt"
 RUN="tools/rmacc-run --timeout 600"
 
-"$B/tools/rmacc-netbench" -b 8 -e 256M -f 8 > "$OUT/netbench.log" 2>&1
+{ "$B/lab/fi-netbench" -b 8 -e 256M -f 8 && "$B/lab/rmacc-netbench" -b 8 -e 256M -f 8; } > "$OUT/netbench.log" 2>&1
 $RUN -n 2 --nodes 2 -- "$B/tools/rmacc-perf" putsignal -b 8 -e 256M -f 8 -n 20 -w 5 > "$OUT/putsignal-2x1.log" 2>&1
 for pattern in uniform random zipf; do
   $RUN -n 4 --nodes 2 -- "$B/tools/rmacc-perf" alltoallv --pattern $pattern -b 1K -e 64M -f 8 -n 10 -w 3 \

@@ -15,6 +15,14 @@ shapes differ; Layer.experts_tiled).
     torchrun --nproc-per-node 2 examples/moe_dispatch.py          # GPUs: NCCL vs rmacc
     python3 examples/moe_dispatch.py --nproc 4 --nodes 2          # CPU: gloo vs rmacc, ranks
                                                                   # spawned here, 2 emulated nodes
+    torchrun --nproc-per-node 1 examples/moe_dispatch.py --decode # decode step in CUDA graphs
+
+--decode: a decode-shaped step (128 tokens per rank, hidden 7168, bf16, top-8 of 16 experts by
+default), the no-sync step captured in a CUDA graph and replayed, once with rmacc's all_to_all_v
+and once with NCCL (torch.distributed), which under a graph can only move fixed sizes: every peer
+gets a slot of tokens x top-k rows (the most one rank can send it), as in a graph-captured NCCL
+MoE layer (PaddedAllToAll). It prints ms per step of both, from the same run; on CPUs both steps
+run without graphs (gloo).
 (PYTHONPATH=build/python when rmacc is not installed.)
 """
 import argparse
@@ -32,11 +40,13 @@ import rmacc.local
 
 def parse():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tokens", type=int, default=512, help="tokens per rank")
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--ffn", type=int, default=512)
+    p.add_argument("--decode", action="store_true",
+                   help="the decode-shaped step in CUDA graphs, rmacc against NCCL")
+    p.add_argument("--tokens", type=int, help="tokens per rank (default 512, --decode 128)")
+    p.add_argument("--hidden", type=int, help="default 256, --decode 7168")
+    p.add_argument("--ffn", type=int, help="default 512, --decode 2048")
     p.add_argument("--experts", type=int, default=16, help="E, a multiple of the ranks")
-    p.add_argument("--topk", type=int, default=2)
+    p.add_argument("--topk", type=int, help="default 2, --decode 8")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--nproc", type=int, default=4, help="ranks to spawn without torchrun")
     p.add_argument("--nodes", type=int, default=2, help="emulated nodes without torchrun")
@@ -44,7 +54,13 @@ def parse():
                    help="rmacc's side: rmacc.Communicator's methods, or dist.all_to_all_single "
                         "on a backend=\"rmacc\" group (the layer then calls torch.distributed "
                         "only)")
-    return p.parse_args()
+    a = p.parse_args()
+    defaults = dict(tokens=128, hidden=7168, ffn=2048, topk=8) if a.decode else \
+        dict(tokens=512, hidden=256, ffn=512, topk=2)
+    for k, v in defaults.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    return a
 
 
 class Layer:
@@ -167,7 +183,108 @@ class Layer:
         out[order] = y[slot]
         return out
 
-def timed(fn, iters, device):
+class PaddedAllToAll:
+    """comm.all_to_all_single (equal splits) and comm.all_to_all_v's semantics over
+    torch.distributed's all_to_all_single with sizes fixed on the host, as a CUDA graph needs
+    them: every peer gets a slot of `capacity` rows, the send side scatters each row into its
+    destination's slot and the receive side packs the slots' valid rows in source order, with
+    the counts exchanged beside them. Device operations only, no host synchronisation."""
+
+    def __init__(self, world, capacity):
+        self.world, self.capacity = world, capacity
+
+    def all_to_all_single(self, output, input):
+        dist.all_to_all_single(output, input)
+
+    def all_to_all_v(self, output, input, input_splits):
+        n, cap, dev = self.world, self.capacity, input.device
+        splits = input_splits.to(torch.int64)
+        got = torch.empty_like(splits)
+        dist.all_to_all_single(got, splits)
+        # Row p goes to rank j, the segment of the running counts it falls in, at slot row
+        # p - start_j; rows past the last segment (unused) go to a trash row at the end.
+        send = torch.zeros((n * cap + 1,) + input.shape[1:], dtype=input.dtype, device=dev)
+        send[_slots(splits, input.shape[0], cap, n * cap)] = input
+        slots = torch.empty((n * cap,) + input.shape[1:], dtype=input.dtype, device=dev)
+        dist.all_to_all_single(slots, send[:n * cap])
+        # Output row q comes from the slot of the source its segment names; rows past the
+        # received ones keep what they held.
+        src = _slots(got, output.shape[0], cap, n * cap)
+        valid = (src < n * cap).view((-1,) + (1,) * (output.dim() - 1))
+        output.copy_(torch.where(valid, slots[src.clamp(max=n * cap - 1)], output))
+        return got
+
+
+def _slots(counts, rows, cap, trash):
+    """Padded slot of each of `rows` packed rows whose blocks hold `counts` rows; `trash` for
+    rows past the last block."""
+    p = torch.arange(rows, device=counts.device)
+    ends = torch.cumsum(counts, 0)
+    seg = torch.searchsorted(ends, p, right=True)
+    s = seg.clamp(max=counts.shape[0] - 1)
+    return torch.where(seg < counts.shape[0], s * cap + p - (ends - counts)[s], trash)
+
+
+def exchange_only(layer, x, lib):
+    """The step's communication alone, as a function of `lib` (comm or PaddedAllToAll): the
+    count exchange, the dispatch of x's routed rows and the combine that sends each received
+    row back (so the result must equal the routed rows)."""
+    a, world, el = layer.a, layer.world, layer.e_local
+    _, flat, _, permuted = layer.route(x)
+    per_expert = torch.zeros(a.experts, dtype=torch.int64, device=x.device)
+    per_expert.scatter_add_(0, flat, torch.ones_like(flat))
+    send_splits = per_expert.view(world, el).sum(1)
+    recv_counts = torch.empty_like(per_expert)
+    received = torch.empty(world * a.tokens * a.topk, x.shape[1], dtype=x.dtype, device=x.device)
+    back = torch.empty_like(permuted)
+
+    def step():
+        lib.all_to_all_single(recv_counts, per_expert)
+        got = lib.all_to_all_v(received, permuted, send_splits)
+        lib.all_to_all_v(back, received, got)
+        return back
+    return step, permuted
+
+
+def replayed(step, iters, device):
+    """(output, seconds per step) of step captured in a CUDA graph and replayed, each replay
+    synchronised as a decode step is before sampling (and rmacc's replays of device-count calls
+    may run at most 8 ahead); on CPUs step itself, eagerly."""
+    if device.type != "cuda":
+        return timed(step, iters, device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture, as torch.cuda.graph asks
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+
+    def run():
+        graph.replay()
+        return out
+    out, t = timed(run, iters, device, sync_each=True)
+    return out.clone(), t
+
+
+def decode(a, layer, x, comm, world, device):
+    """Layer.step_no_sync and its communication alone (exchange_only) with rmacc and with NCCL
+    (PaddedAllToAll), each captured in a CUDA graph and replayed (eager on CPUs):
+    {(what, library): (seconds per step, output, expected output or None)}."""
+    libs = (("rmacc", comm), ("torch", PaddedAllToAll(world, a.tokens * a.topk)))
+    result = {}
+    for name, lib in libs:
+        out, t = replayed(lambda lib=lib: layer.step_no_sync(x, lib), a.iters, device)
+        result["step", name] = (t, out, None)
+        step, want = exchange_only(layer, x, lib)
+        out, t = replayed(step, a.iters, device)
+        result["exchange", name] = (t, out, want)
+    return result
+
+
+def timed(fn, iters, device, sync_each=False):
     fn()  # warm-up (plans, mappings, NCCL channels)
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -175,11 +292,41 @@ def timed(fn, iters, device):
     t0 = time.perf_counter()
     for _ in range(iters):
         out = fn()
+        if sync_each and device.type == "cuda":
+            torch.cuda.synchronize()
     if device.type == "cuda":
         torch.cuda.synchronize()
     t = torch.tensor([(time.perf_counter() - t0) / iters], device=device)  # NCCL: on the GPU
     dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's step time
     return out, t.item()
+
+
+def decode_report(a, layer, x, comm, world, rank, device, dtype):
+    r = decode(a, layer, x, comm, world, device)
+    (t_rmacc, ours, _), (t_torch, theirs, _) = r["step", "rmacc"], r["step", "torch"]
+    same = torch.equal(ours, theirs)
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    close = torch.allclose(ours.float(), theirs.float(), rtol=tol, atol=tol)
+    exact = all(torch.equal(r["exchange", k][1], r["exchange", k][2]) for k in ("rmacc", "torch"))
+    ok = torch.tensor([int(close and exact)], device=device)
+    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    if rank == 0:
+        print("moe decode step: %d ranks on %d node(s), %s %s, %d tokens/rank, hidden %d, ffn "
+              "%d, E=%d top-%d, %s" % (world, comm.num_nodes, device.type, str(dtype)[6:],
+                                       a.tokens, a.hidden, a.ffn, a.experts, a.topk,
+                                       "CUDA graph replays" if device.type == "cuda"
+                                       else "eager (no CUDA)"))
+        slots = "all_to_all_single into slots of %d rows per peer" % (a.tokens * a.topk)
+        print("  %-18s %9s %14s" % ("ms/step", "step", "exchange only"))
+        print("  %-18s %9.3f %14.3f  (all_to_all_v, device splits)"
+              % ("rmacc", t_rmacc * 1e3, r["exchange", "rmacc"][0] * 1e3))
+        print("  %-18s %9.3f %14.3f  (%s, %s)"
+              % ("torch.distributed", t_torch * 1e3, r["exchange", "torch"][0] * 1e3,
+                 dist.get_backend(), slots))
+        print("  step outputs identical: %s; within %g: %s; exchange returned every row: %s"
+              % (same, tol, close, exact))
+    if not ok.item():
+        raise SystemExit("rank %d: rmacc's and torch.distributed's decode outputs differ" % rank)
 
 
 def main(a):
@@ -205,6 +352,12 @@ def main(a):
     else:
         comm = rmacc.Communicator(device=device)
         ours_a2a = comm.all_to_all_single
+    if a.decode:
+        with comm:
+            decode_report(a, layer, x, comm, world, rank, device, dtype)
+        dist.barrier()
+        dist.destroy_process_group()
+        return
     with comm:
         ours, t_rmacc = timed(lambda: layer.step(x, ours_a2a), a.iters, device)
         theirs, t_torch = timed(lambda: layer.step(

@@ -299,8 +299,8 @@ rmaccResult_t rmaccBarrier(rmaccComm_t comm, rmaccStream_t stream);
    streams are numbered the same way, so replays and uncaptured calls on one stream keep their
    stream order; every rank must make its calls, replays included, in the same order. A
    replay's work is enqueued by rmacc's progress thread when the stream reaches it: launch at
-   most 8 replays ahead of the device (README, CUDA graphs). A fixed-count call captured on a
-   one-node communicator is recorded whole instead (copies and flags, nothing at replay, no
+   most 8 replays ahead of the device (docs/usage.md, CUDA graphs). A fixed-count call
+   captured on a one-node communicator is recorded whole instead (copies and flags, nothing at replay, no
    such limit). Puts, signals, waits and barriers cannot be captured (rmaccInvalidUsage). */
 /** Collective, as rmaccAlltoAllv, with the pointers to the counts only known to the stream.
     @return rmaccInvalidArgument on the rank with a bad argument found when the call is made

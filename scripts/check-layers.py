@@ -8,12 +8,14 @@ the network; the executor, which runs plans (exec/); the collective call: its ar
 three paths, the progress thread, the count exchange, the plan cache (coll/); the communicator
 and its windows (comm/); the C API. A file may include headers of its own folder and of lower layers only.
 
-With --lab, checks instead that no file under LAB_DIR includes a header of the library other
-than include/rmacc.h and the faces SRC_DIR/faces.h declares (its own headers and tools/perf's
-harness, which uses only rmacc.h, are fine).
+With --faces, checks instead that no file under any DIR (tools/, lab/, bench/: the code outside
+the library other than its tests) includes a header of the library other than include/rmacc.h
+and the faces SRC_DIR/faces.h declares; its own headers and tools/perf's harness, which uses
+only rmacc.h, are fine. "x.h" and <x.h> both count: SRC_DIR is on the include path of what
+links rmacc_internal.
 
-Usage: check-layers.py [SRC_DIR | --self-test | --lab LAB_DIR SRC_DIR]  (default: the src/ beside
-this script's folder). Exit 1 and one line per violation when there is one.
+Usage: check-layers.py [SRC_DIR | --self-test | --faces SRC_DIR DIR...]  (default: the src/
+beside this script's folder). Exit 1 and one line per violation when there is one.
 """
 import os
 import re
@@ -26,7 +28,9 @@ LAYERS = {"core": 0, "os": 1, "backend": 2, "bootstrap": 2, "plan": 2, "net": 3,
 # not the communicator). A new violation fails the check; an entry no longer needed does too.
 KNOWN = set()
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-FACES = "faces.h"  # under src/: the headers the lab may include (lab_violations)
+# Quoted and angled: the code outside src/ reaches a library header either way.
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
+FACES = "faces.h"  # under src/: what code outside the library may include (outside_violations)
 
 
 def layer_of(rel):
@@ -71,35 +75,44 @@ def faces_of(src):
         return set(INCLUDE.findall(f.read()))
 
 
-def lab_violations(lab, src):
-    """Includes under `lab` that resolve to a library header outside the declared faces."""
+def outside_violations(dirs, src):
+    """Includes under each of `dirs` that resolve to a library header outside the declared faces."""
     faces, found = faces_of(src), []
     for inc in sorted(faces):
         if not os.path.exists(os.path.join(src, inc)):
             found.append(f"{FACES} declares {inc}, which is not under {src}")
     src = os.path.realpath(src)
-    for folder, _, files in os.walk(lab):
-        for name in files:
-            if not name.endswith((".h", ".cc", ".cu")):
-                continue
-            path = os.path.join(folder, name)
-            rel = os.path.relpath(path, lab).replace(os.sep, "/")
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-            for inc in INCLUDE.findall(text):
-                here = os.path.realpath(os.path.join(folder, inc))
-                if os.path.exists(here) and not here.startswith(src + os.sep):
-                    continue  # its own header (a sibling)
-                lib = os.path.realpath(os.path.join(src, inc))
-                if here.startswith(src + os.sep) and os.path.exists(here):
-                    lib = here  # a relative path into src/
-                elif not os.path.exists(lib):
-                    continue  # rmacc.h, the lab's or tools/perf's headers, system headers
-                face = os.path.relpath(lib, src).replace(os.sep, "/")
-                if face not in faces:
-                    found.append(f"lab/{rel} includes {inc}: not a face of the library "
-                                 f"(src/{FACES})")
+    for top in dirs:
+        name = os.path.basename(os.path.normpath(top))
+        for folder, _, files in os.walk(top):
+            for file in sorted(files):
+                if file.endswith((".h", ".cc", ".cu")):
+                    path = os.path.join(folder, file)
+                    rel = name + "/" + os.path.relpath(path, top).replace(os.sep, "/")
+                    found += [f"{rel} includes {inc}: not a face of the library (src/{FACES})"
+                              for inc in internal_includes(path, src, faces)]
     return found
+
+
+def internal_includes(path, src, faces):
+    """The includes of `path` that name a header under `src` (realpath) not in `faces`."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    folder, bad = os.path.dirname(path), []
+    for quoted, angled in ANY_INCLUDE.findall(text):
+        inc = quoted or angled
+        here = os.path.realpath(os.path.join(folder, inc))
+        if quoted and os.path.exists(here) and not here.startswith(src + os.sep):
+            continue  # its own header (a sibling)
+        if quoted and os.path.exists(here):
+            lib = here  # a relative path into src/
+        else:
+            lib = os.path.realpath(os.path.join(src, inc))
+            if not os.path.exists(lib):
+                continue  # rmacc.h, the lab's or tools/perf's headers, system headers
+        if os.path.relpath(lib, src).replace(os.sep, "/") not in faces:
+            bad.append(inc)
+    return bad
 
 
 def self_test():
@@ -115,35 +128,40 @@ def self_test():
         up = [v for v in violations(src) if "KNOWN" not in v]
     ok = not down and len(up) == 1 and up[0].startswith("net/y.h (net) includes exec/x.h")
     print("self-test", "passed" if ok else f"FAILED: down={down} up={up}")
-    return 0 if ok and lab_self_test() else 1
+    return 0 if ok and faces_self_test() else 1
 
 
-def lab_self_test():
-    """The lab check must pass a face, its own header and rmacc.h, and catch an internal."""
+def faces_self_test():
+    """The faces check must pass a face, its own header and rmacc.h in every folder it is given,
+    and catch an internal whether quoted, angled or reached by a relative path."""
     import tempfile
     with tempfile.TemporaryDirectory() as root:
-        src, lab = os.path.join(root, "src"), os.path.join(root, "lab")
-        for folder in ("src/plan", "src/exec", "lab/sim"):
+        src, lab, tools = (os.path.join(root, d) for d in ("src", "lab", "tools"))
+        for folder in ("src/plan", "src/exec", "lab/sim", "tools"):
             os.makedirs(os.path.join(root, folder))
         open(os.path.join(src, "plan", "plan.h"), "w").write("")
         open(os.path.join(src, "exec", "x.h"), "w").write("")
         open(os.path.join(src, FACES), "w").write('#include "plan/plan.h"\n')
         open(os.path.join(lab, "sim", "own.h"), "w").write("")
-        sim = os.path.join(lab, "sim", "a.cc")
-        open(sim, "w").write('#include "own.h"\n#include "plan/plan.h"\n#include "rmacc.h"\n')
-        clean = lab_violations(lab, src)
+        sim, tool = os.path.join(lab, "sim", "a.cc"), os.path.join(tools, "t.cc")
+        open(sim, "w").write('#include "own.h"\n#include "plan/plan.h"\n#include "rmacc.h"\n'
+                             '#include <string>\n')
+        open(tool, "w").write('#include <plan/plan.h>\n')
+        clean = outside_violations([lab, tools], src)
         open(sim, "a").write('#include "exec/x.h"\n#include "../../src/exec/x.h"\n')
-        caught = lab_violations(lab, src)
-    ok = not clean and len(caught) == 2 and all("not a face" in v for v in caught)
-    print("lab self-test", "passed" if ok else f"FAILED: clean={clean} caught={caught}")
+        open(tool, "a").write('#include <exec/x.h>\n')
+        caught = outside_violations([lab, tools], src)
+    ok = (not clean and len(caught) == 3 and all("not a face" in v for v in caught)
+          and sum(v.startswith("tools/t.cc") for v in caught) == 1)
+    print("faces self-test", "passed" if ok else f"FAILED: clean={clean} caught={caught}")
     return ok
 
 
 def main():
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
-    if sys.argv[1:2] == ["--lab"] and len(sys.argv) == 4:
-        found = lab_violations(sys.argv[2], sys.argv[3])
+    if sys.argv[1:2] == ["--faces"] and len(sys.argv) >= 4:
+        found = outside_violations(sys.argv[3:], sys.argv[2])
         for line in found:
             print(line)
         return 1 if found else 0

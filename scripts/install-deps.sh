@@ -15,7 +15,7 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 echo "installing: ${missing[*]}"
 # Machines without a package registry (GPU hosts) go on with what they have; the build then
-# names what is missing (libfabric headers can come from RMACC_FABRIC_ROOT, see README).
+# names what is missing (libfabric headers can come from RMACC_FABRIC_ROOT, see docs/usage.md).
 if ! $sudo apt-get update -q || ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q \
     --no-install-recommends "${missing[@]}"; then
   echo "warning: could not install ${missing[*]}; continuing with what is installed" >&2

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The sanitizer pass of CI (.ci/run, after the normal suite) and of bench/RESULTS.md §TSan.
+# The sanitizer pass of CI (.ci/run, after the normal suite); its findings are recorded in
+# bench/results/06-reliability.md.
 #   scripts/run-sanitizers.sh [address|thread] [extra ctest args]
 # address (default): ASan+UBSan build in build-asan/; LeakSanitizer also checks every forked
 #   rank (tests/support/multiprocess.cc), UB is fatal. Runs the suite without the slowest

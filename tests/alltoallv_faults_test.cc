@@ -209,7 +209,7 @@ TEST(Alltoallv, CallsReturnWhileAPeerIsLate) {
 
 // A call returns once the progress thread has enqueued its work (peers on time): until then a
 // CUDA call of the caller that waits for the device could hold that work back for good
-// (bench/RESULTS.md §13). The wait is made long here so that a slow CI machine cannot make a
+// (docs/decisions.md#enqueue-wait). The wait is made long here so that a slow CI machine cannot make a
 // peer late; CallsReturnWhileAPeerIsLate bounds it with the default.
 TEST(Alltoallv, CallsReturnOnceTheirWorkIsEnqueued) {
   runRanks(4, optionsFor({2, 2}, {{"RMACC_ENQUEUE_WAIT_MS", "60000"}}), [&](const RankContext& ctx) {

@@ -1,6 +1,6 @@
 // How many backend stream calls one AlltoAll / AlltoAllV costs the host at steady state (plan
 // cache hit, peer mappings cached), on the host backend with real processes: every stream call
-// is a driver call on CUDA (1.5-2.5 us each under MPS, bench/RESULTS.md §8.3), so this count,
+// is a driver call on CUDA (1.5-2.5 us each under MPS, docs/decisions.md#backend-call-count), so this count,
 // not a timing, is what CI can hold the per-call host cost to. Data is checked byte-exact.
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -257,9 +257,8 @@ TEST(GpuAlltoallvUnequal, HundredCallsByteExact) {
 // they wait, hold back other threads' copies: on the legacy stream (PyTorch's default stream),
 // a copy to pageable memory and its synchronisation (PyTorch's .tolist()), a synchronous
 // cudaMemcpy to pageable memory, cudaFree. The call's device work must be enqueued by then
-// (RMACC_ENQUEUE_WAIT_MS); it once was left to the progress thread, whose copies these calls
-// kept out while the device waited for them: examples/moe_dispatch.py hung on an H200
-// (bench/RESULTS.md §13).
+// (RMACC_ENQUEUE_WAIT_MS): left to the progress thread, its copies would be kept out by these
+// calls while the device waits for them (docs/decisions.md#enqueue-wait).
 TEST(GpuAlltoallvCallerThread, BlockingCudaCallsRightAfterACall) {
   int nGpu = gpuCount();
   if (nGpu == 0) GTEST_SKIP() << "no CUDA device";

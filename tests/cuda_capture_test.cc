@@ -80,8 +80,9 @@ void stacksAfterTimeout() {
 // replayed 100 times, `window` replays launched before each synchronisation (1 or 8); before each
 // replay a kernel on the stream writes new counts and data, after it the stream copies the
 // outputs to pinned history. Every replay is then checked byte for byte, recvcounts and rdispls
-// too. More replays pending hang in the driver (README, CUDA graphs: cudaGraphLaunch waits
-// holding a lock the progress thread's copies need; bench/RESULTS.md §14.3).
+// too. More replays pending hang in the driver (docs/usage.md, CUDA graphs: cudaGraphLaunch waits
+// holding a lock the progress thread's copies need;
+// docs/decisions.md#replay-triggered-limit).
 using CaptureCase = std::tuple<Shape, int /*window*/>;
 class GpuCapture : public testing::TestWithParam<CaptureCase> {};
 
@@ -177,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuCapture,
 
 // rmaccAlltoAll with fixed counts captured once (global mode) and replayed back to back,
 // `window` replays launched per synchronisation (100: all of them, which hangs a call whose work
-// is enqueued at replay; bench/RESULTS.md §14.3). On one node the graph holds the whole call
+// is enqueued at replay; docs/decisions.md#replay-triggered-limit). On one node the graph holds the whole call
 // (coll/in_graph_calls.h); across nodes a replay is enqueued by the progress thread, so those
 // shapes keep to a window of 8. Before each replay the stream sets every send block to a byte of
 // (rank, destination, replay); after it the stream copies the receive buffer to pinned history.

@@ -82,7 +82,7 @@ TEST(Planner, OneNodeIsCopyEnginesOnly) {
 // A rank's completion waits on other nodes' ranks whose last data comes at one position are in
 // the order of the node rounds that data comes in (plan_build.h finalWaitOrder), for either
 // round order: the position's direct puts land round after round, and a wait on the last of
-// them first left the others' ~0.9 us each after it (RESULTS §35).
+// them first would leave the others' ~0.9 us each after it (docs/decisions.md#completion-waits).
 TEST(Planner, RemoteCompletionWaitsFollowTheRounds) {
   for (bool paired : {false, true}) {
     Topology t = Topology::blocks(12, 2);
@@ -279,12 +279,12 @@ TEST(Planner, CreditsDoNotHoldUpTheBatchsPuts) {
 }
 
 // A writer's credit wait gates only its next put into that relay, so it sits on the proxy-put
-// lane right before the put. On the proxy-wait lane it sat among the rank's relay-data waits
-// (its own forwards'): a put then left only once the rank's incoming chunk of the previous
-// round had landed, and a late credit held up the rank's forwards (rmacc-sim, RESULTS §19).
-// With 4 slots two small rounds share a position, and each round's put follows its own credit
-// wait: with both waits first, a late credit for one round held up the other's put (RESULTS
-// §22). The second call waits for a credit at every step.
+// lane right before the put. On the proxy-wait lane it would sit among the rank's relay-data
+// waits (its own forwards'): a put would leave only once the rank's incoming chunk of the
+// previous round had landed, and a late credit would hold up the rank's forwards. With 4 slots
+// two small rounds share a position, and each round's put follows its own credit wait: with
+// both waits first, a late credit for one round would hold up the other's put
+// (docs/decisions.md#credit-wait-lane). The second call waits for a credit at every step.
 TEST(Planner, CreditWaitsSitOnTheProxyPutLaneBeforeTheirPut) {
   const Topology topo = Topology::blocks(6, 2);
   const auto b = counts(12, [](int s, int d) { return s == d ? 0 : (uint64_t)(8 + s % 3); });

@@ -2,7 +2,7 @@
 // ~0.39 KiB a call). 2 emulated nodes x 2 ranks over libfabric tcp, small random counts (so the
 // run is about per-call bookkeeping, not bandwidth), a fresh count matrix every call.
 //
-// The growth of issue 17 §5 is libfabric's (bench/RESULTS.md, 2026-11-30 session 4): ofi_rxm
+// The growth of issue 17 §5 is libfabric's (docs/decisions.md#fi-universe-size): ofi_rxm
 // opens an internal completion queue of (msg tx size + msg rx size) x FI_UNIVERSE_SIZE entries
 // (a 12 MiB calloc'd ring at the default universe of 256 on tcp), and its entries are written
 // one after another, so each page becomes resident the first time the ring reaches it: ~0.37

@@ -7,7 +7,7 @@
 // on each library's own memory. N is chosen per size so that the slowest library's calls take
 // about --target-ms alone, well inside the GEMM loop. Prints one table and the targets
 // (rmacc beside <= 1.25 x alone at 16-256 MiB, GEMM slowdown <= 3%) as PASS/FAIL.
-//   tools/rmacc-run -n 2 -- build/tools/rmacc-overlap
+//   tools/rmacc-run -n 2 -- build/lab/rmacc-overlap
 #include <cuda_runtime.h>
 #include <getopt.h>
 

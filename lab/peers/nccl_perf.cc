@@ -8,7 +8,7 @@
 // Times are CUDA events around `-n` calls on one stream (max over ranks). NCCL is loaded with
 // dlopen ($RMACC_NCCL_LIB, or --nccl-lib, else libnccl.so.2 from the linker's search path).
 // Ranks are started like rmacc-perf (rmacc-run, mpirun or torchrun; one GPU per rank):
-//   tools/rmacc-run -n 2 --no-id -- build/tools/nccl-perf -b 1K -e 4G -f 4
+//   tools/rmacc-run -n 2 --no-id -- build/lab/nccl-perf -b 1K -e 4G -f 4
 #include <cuda_runtime.h>
 #include <getopt.h>
 

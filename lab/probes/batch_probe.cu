@@ -4,10 +4,10 @@
 // enqueued, so host enqueue time is not in the figure: event e0 is recorded right after the
 // held wait, e1 after the work; the flag is released once both are enqueued. Median of 21.
 // The host time of each call (enqueueing into the held stream) is timed too: what a rank's
-// thread pays per backend call (issue 18's host time per call, RESULTS §9.3).
+// thread pays per backend call (issue 18's host time per call, bench/results §9.3).
 // Copies go device -> pinned host memory (copy engines; one GPU has no NVLink peer), each to
 // its own destination, as a relay's forwards go to different peers. rmacc-sim's per-op costs
-// come from this (lab/sim/cluster.cc, bench/RESULTS.md §7.5).
+// come from this (lab/sim/cluster.cc, bench/results §7.5).
 //
 // Built by lab/CMakeLists.txt (build/lab/), or by hand in lab/probes/: nvcc -O2 -arch=sm_90 -o batch_probe batch_probe.cu -lcuda
 #include <cuda.h>
@@ -205,7 +205,7 @@ int main() {
       printf("copies+writes %d %zu - %.2f - %.2f\n", k, bytes, both, lastHostUs);
     }
   }
-  // A relay's node rounds as the executor enqueues them on its copy stream (RESULTS §9.3):
+  // A relay's node rounds as the executor enqueues them on its copy stream (bench/results §9.3):
   // per round one copy batch of 7 forwards (after the capture check the backend makes) and
   // one memop batch of 7 data signals, a credit's ready flag and the next round's wait (on a
   // value that already holds). 127 rounds: a rank's copy stream in one call at 128 nodes x 8.

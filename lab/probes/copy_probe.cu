@@ -2,7 +2,7 @@
 // the same bytes on a side stream alone, then beside a loop of bf16 GEMMs (cuBLAS, 8192^3) on
 // another stream of the same process. A method whose time beside the GEMMs stays near its time
 // alone runs on a copy engine; one that waits for the GEMMs needs SMs. bench/gpu.sh runs it
-// (STEPS=probe); bench/RESULTS.md records what it found.
+// (STEPS=probe); bench/results/ records what it found.
 //
 // Built by lab/CMakeLists.txt (build/lab/), or by hand in lab/probes/: nvcc -O2 -arch=sm_90 -o copy_probe copy_probe.cu -lcublas -lcuda
 #include <cublas_v2.h>

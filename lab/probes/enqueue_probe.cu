@@ -2,7 +2,7 @@
 // (issue 18 item 3: exchange + plan + enqueue <= 100 us per call at 1,024 ranks). A relay
 // forwards (L - 1) x (nodes - 1) = 889 blocks per call there; the executor issues them as 127
 // rounds of [one cudaMemcpyBatchAsync of 7 copies, one cuStreamBatchMemOp of 7 signal writes +
-// a credit's ready flag + the next round's wait] on one copy stream (RESULTS §17.3: 4.88 us a
+// a credit's ready flag + the next round's wait] on one copy stream (bench/results §17.3: 4.88 us a
 // round, 0.62 ms a call). Three alternatives, each timed on the host while the streams are held
 // on a host flag (so only the enqueue is timed), medians of 11:
 //   batch    one cudaMemcpyBatchAsync of k copies: what a copy descriptor costs in a large batch
@@ -62,7 +62,7 @@ void roundMemops(CUstreamBatchMemOpParams* ops, uint64_t value) {
 }
 
 // Rounds [first, first + count) of the call as the executor issues them, on `s`; samePlaces:
-// every round's 7 copies go to the same 7 places (as RESULTS §17.3's probe did) instead of
+// every round's 7 copies go to the same 7 places (as bench/results §17.3's probe did) instead of
 // 7 places of their own, as a relay's forwards do.
 void enqueueRounds(cudaStream_t s, int first, int count, uint64_t value, bool samePlaces = false) {
   cudaMemcpyAttributes attr = {};
@@ -307,7 +307,8 @@ int main() {
   CK(cudaHostGetDevicePointer((void**)&flagsDev, flags, 0));
   holdsDev = flagsDev + 63 * 64;
 
-  // The reference: the executor's way, one thread, one stream (RESULTS §17.3's 4.88 us a round).
+  // The reference: the executor's way, one thread, one stream (bench/results §17.3's 4.88 us a
+  // round).
   uint64_t value = 1;
   const double ref = timeHost({s}, [&] { enqueueRounds(s, 0, kRounds, ++value); });
   printf("# reference: %d rounds on one stream from one thread\nstream %.2f %.3f\n", kRounds, ref,

@@ -5,7 +5,7 @@
 // moves again. This probe tries one "blocker" in the main thread while a stream waits on a flag,
 // and one "releaser" in a second thread that enqueues the flag's write the way the progress
 // thread would. Each pair runs in a process of its own; a watchdog ends a stuck one and says
-// which calls returned. bench/RESULTS.md §13 records what it found.
+// which calls returned. bench/results §13 records what it found.
 //
 // Built by lab/CMakeLists.txt (build/lab/), or by hand in lab/probes/: nvcc -O2 -arch=sm_90 -o lock_probe lock_probe.cu -lcuda
 // Usage: lock_probe BLOCKER RELEASER   (lock_probe list: the names)

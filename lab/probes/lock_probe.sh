@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs lab/probes/lock_probe.cu over every blocker x releaser pair (or BLOCKERS / RELEASERS), four
-# processes at a time, one line per pair into $OUT/lock_probe.txt (bench/RESULTS.md §13.1).
+# processes at a time, one line per pair into $OUT/lock_probe.txt (bench/results §13.1).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repository root
 OUT=${OUT:-/tmp/rmacc-out}; mkdir -p "$OUT"
 nvcc -O2 -arch=sm_90 -o /tmp/lock_probe lab/probes/lock_probe.cu -lcuda || exit 1
 names=$(/tmp/lock_probe list)

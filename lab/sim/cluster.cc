@@ -58,7 +58,7 @@ void Cluster::validate() const {
 
 Cluster preset(const std::string& name) {
   Cluster c;
-  // The defaults in cluster.h. Measured here (RESULTS §4-5): copy-engine ceiling 396 GB/s one
+  // The defaults in cluster.h. Measured here (bench/results §4-5): copy-engine ceiling 396 GB/s one
   // way; local copy 2129 GB/s; CE put+signal half round trip 8.8 µs = ce op 2 + memop 1 +
   // signal latency 4.8 + memop 1; host per call 20 µs + 6 µs per op enqueued (plan+enqueue
   // 36.2 µs for 5 ops a rank at 1 x 2, 80.9 µs for 12 at 2 x 2, same commit). Assumed, not
@@ -66,7 +66,7 @@ Cluster preset(const std::string& name) {
   // latency 3 µs, proxy 2 µs per put, PCIe Gen5 55 GB/s.
   if (name == "h200") return c;
   if (name == "h200-loopback") {
-    // RESULTS §5.2/§5.3: one loopback TCP connection carries ~2.35 GB/s one way (128 MiB
+    // bench/results §5.2/§5.3: one loopback TCP connection carries ~2.35 GB/s one way (128 MiB
     // putsignal into a host window 2.48; 2 x 1 AlltoAllV at 256 MiB 2.3 each way at once);
     // put+signal half round trip 23.8 µs into host windows = memop 1 + proxy 5 + latency
     // 10.8 + proxy 5 + memop 1; the count exchange grows by ~20 µs a node: fitted to the
@@ -85,14 +85,16 @@ Cluster preset(const std::string& name) {
   }
   if (name == "h200-host") {
     // One rank per GPU, no MPS, new counts every call. Enqueueing per backend call, host side
-    // of each CUDA call on an H200 (RESULTS §17.3, lab/probes/batch_probe.cu): cudaMemcpyBatchAsync
+    // of each CUDA call on an H200 (bench/results §17.3, lab/probes/batch_probe.cu):
+    // cudaMemcpyBatchAsync
     // 3.60 us for 7 copies, 11.22 for 28 (0.40 us a further copy, so ~1.2 for the first);
     // cuStreamBatchMemOp 0.77 us for one write, 1.14 for 7 (~0.05 a further op). The exchange:
     // each pair of nodes is 4 messages handled by one rank of each node, i.e. 0.5 messages per
-    // rank per other node at 8 ranks a node, 4-7 us of CPU each here (RESULTS §9.1-9.2): 2.5 us
+    // rank per other node at 8 ranks a node, 4-7 us of CPU each here (bench/results §9.1-9.2): 2.5
+    // us
     // per node; its fixed part (five node gathers) and the call's setup 20 us. Planning
     // (planUsPerOp) stays 0: a cache hit; set it for counts that change every call (0.075 us
-    // per op of the rank's plan at 1,024 ranks: 0.078 ms for 1,933 ops, RESULTS §18.1).
+    // per op of the rank's plan at 1,024 ranks: 0.078 ms for 1,933 ops, bench/results §18.1).
     c.enqueueUsPerOp = 0;
     c.enqueueCopyCallUs = 1.2;
     c.enqueueCopyItemUs = 0.40;

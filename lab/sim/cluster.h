@@ -28,28 +28,28 @@ struct Cluster {
   // outstanding, src/net/proxy_impl.h) and an RDMA NIC serves its queue pairs in turn (tcp: a
   // socket per peer). The cap keeps the direct schedule's 1,016 peers per GPU at 128 x 8
   // tractable; rmacc has no more than a few messages queued on a NIC. false: nicQueues
-  // messages at once whatever their peers, FIFO beyond (the model before RESULTS §19 had 1).
+  // messages at once whatever their peers, FIFO beyond (the model before bench/results §19 had 1).
   bool nicQueuePerPeer = true;
   int nicQueues = 8;
   // Transfers share resources max-min fairly (Fluid::Sharing::kMaxMin), so the messages of a NIC
   // held back by their receivers leave the NIC to the others. false: each flow takes the smallest
-  // fair share on its path (Fluid::Sharing::kBottleneck, the model before RESULTS §19).
+  // fair share on its path (Fluid::Sharing::kBottleneck, the model before bench/results §19).
   bool maxMinSharing = true;
   // A signal (a put of no bytes: entry signal, credit) to a peer that has nothing of this NIC's
   // queued or on the wire goes at once, not behind data to other peers (which it would with
   // one FIFO, or with queue pairs once more than nicQueues peers have data queued): an RDMA
   // NIC serves one queue pair per peer and interleaves them at packet granularity, and a
-  // signal is one packet (RESULTS §18.3). false: it waits its turn like data (with one FIFO,
+  // signal is one packet (bench/results §18.3). false: it waits its turn like data (with one FIFO,
   // the model before 2026-12-03: a credit then waited behind the relay's own next put, §7.6).
   bool signalsBypassNicQueue = true;
   // Signals ride an endpoint of their own (a second queue pair per peer): they do not wait
   // behind data even to their own peer. Not what the library does today (src/net/fabric.cc has
   // one endpoint, so a credit waits behind the relay's data to its writer): a design option,
-  // RESULTS §20.
+  // bench/results §20.
   bool signalEndpoint = false;
   // Credits and entry signals land as the NIC's write of their counter's value (the library's
   // RMACC_NET_SIGNAL_WRITES=auto on GPUs): the target's proxy spends nothing on them and they
-  // do not queue for its thread (RESULTS §32).
+  // do not queue for its thread (bench/results §32).
   // false: completion data that the target's proxy turns into the signal (proxyOpUs there
   // too), as on tcp, where the provider receives every write on the proxy's thread anyway.
   bool signalWrites = true;
@@ -91,7 +91,7 @@ struct Cluster {
   // Batches (the executor hands a stream's consecutive CE puts to the backend as one copy batch
   // then one batch of signal writes, and consecutive proxy puts as one ready-flag store):
   // ceOpUs and memopUs are the first item's cost, each further item of the batch costs these.
-  // Measured on one H200 (lab/probes/batch_probe.cu, RESULTS §7.5): a further copy of one
+  // Measured on one H200 (lab/probes/batch_probe.cu, bench/results §7.5): a further copy of one
   // cudaMemcpyBatchAsync 0.13 µs (4 KiB copies; one call each: 1.7 µs), a further write of one
   // cuStreamBatchMemOp 0.63 µs (one call each: 1.5 µs).
   double ceBatchItemUs = 0.13;
@@ -99,7 +99,8 @@ struct Cluster {
   // A wait right after another wait of its stream, in one memory-op batch (the executor issues a
   // stream's consecutive waits as one cuStreamBatchMemOp of up to kFlushAtMemOps, as a call's
   // completion waits): its value already holding, it costs this instead of memopUs. Measured
-  // on one H200 (lab/probes/batch_probe.cu, RESULTS §35): 127 such waits in one batch 115.1 us, 0.89
+  // on one H200 (lab/probes/batch_probe.cu, bench/results §35): 127 such waits in one batch 115.1
+  // us, 0.89
   // each after the first. A wait right after a store costs about memopUs (a credit wait and its
   // ready-flag store: 1.62 us a pair, against 0.63 for a store).
   double waitBatchItemUs = 0.89;
@@ -122,7 +123,7 @@ struct Cluster {
   // signal writes; a run of proxy puts' ready-flag store) enqueueMemopCallUs +
   // enqueueMemopItemUs per further op; a wait is one more memory op in its dependent's batch
   // (enqueueMemopItemUs). The per-call costs are 0 here (the "h200" preset's calibration is
-  // per op); "h200-host" sets them from RESULTS §17.3.
+  // per op); "h200-host" sets them from bench/results §17.3.
   double hostFixedUs = 20;
   double exchangeUsPerNode = 0;
   double planUsPerOp = 0;
@@ -137,11 +138,11 @@ struct Cluster {
   void validate() const;  // throws rmaccInvalidArgument naming the bad field
 };
 
-// Named parameter sets (bench/RESULTS.md says where each figure comes from):
+// Named parameter sets (bench/results/ says where each figure comes from):
 //  "h200"          an H200 node as measured here (CE 396 GB/s) with 50 GB/s NICs per GPU;
-//  "h200-loopback" the 2 x H200 machine with emulated nodes over loopback TCP (RESULTS §4-5);
+//  "h200-loopback" the 2 x H200 machine with emulated nodes over loopback TCP (bench/results §4-5);
 //  "h200-host"     "h200" with the host's per-call costs of one rank per GPU (no MPS) as
-//                  measured for the control plane at scale (RESULTS §9, §17.3, §18).
+//                  measured for the control plane at scale (bench/results §9, §17.3, §18).
 // Throws rmaccInvalidArgument for an unknown name.
 Cluster preset(const std::string& name);
 

@@ -78,7 +78,7 @@ void Fluid::touch(const std::vector<int>& path, int except) {
 // beside it that took that resource earlier. Re-rating the path's flows alone left both stale:
 // a writer's NIC sent below its rate while its flows waited at receivers whose other writers
 // held rates from before (rmacc-sim, uniform 16 MiB on 64 x 8 GPUs: NIC busy 345 us to carry
-// 330 us of bytes, RESULTS §35). Two resources further changes nothing measured there. The
+// 330 us of bytes, bench/results §35). Two resources further changes nothing measured there. The
 // flows beside come from resources of at most kBesideMostFlows flows: one flow's change moves
 // each of many by little, and taking in every direct put into a receiver that hundreds share
 // made the direct schedule's runs 40 times longer (zipf 16 MiB, 32 x 8 GPUs: 151 s against

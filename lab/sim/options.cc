@@ -19,7 +19,7 @@ const char* kUsage =
     "          --nic GBPS  --cross-rail GBPS | --no-cross-rail-penalty  --fabric GBPS\n"
     "          --latency US  --nic-queues K (messages at once: peers' queues take turns)\n"
     "          --nic-fifo (one message at a time, one FIFO, bottleneck sharing: the model\n"
-    "          before RESULTS §19)  --bottleneck-sharing\n"
+    "          before bench/results §19)  --bottleneck-sharing\n"
     "          --signals-fifo  --signal-endpoint (signals never wait behind data, not\n"
     "          even to their own peer: an endpoint of their own, not the library's today)\n"
     "          --signals-by-completion (credits and entry signals as completion data that\n"

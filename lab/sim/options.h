@@ -22,7 +22,7 @@ struct SimOptions {
   std::string tracePath;   // RMACC_TRACE_FILE format, %r = rank
   // Node round order: "library" (as src/comm/comm.cc orders them: paired when
   // plan::usePairedRounds, else Topology's triangular order), "triangular" or "paired" (studies,
-  // RESULTS §20).
+  // bench/results §20).
   std::string roundOrder = "library";
 };
 

@@ -488,7 +488,7 @@ void Run::writeSignals(int r, int g) {
 
 // Proxy puts: the stream posts their descriptors with one store (a memop) and moves on. The
 // store is an item of the memory-op batch the executor keeps open on the stream (enqueue):
-// behind a credit wait or an earlier store of that batch it costs a batch item (RESULTS §35).
+// behind a credit wait or an earlier store of that batch it costs a batch item (bench/results §35).
 void Run::startProxyCall(int r, int g) {
   RankState& st = ranks_[r];
   st.putsInFlight += (int)st.groups[g].size();

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Predicted busbw per GPU at cluster scale (bench/RESULTS.md §6): rmacc-sim over 2..128 nodes x 8
+# Predicted busbw per GPU at cluster scale (bench/results §6): rmacc-sim over 2..128 nodes x 8
 # GPUs at 50 GB/s per GPU NIC, cross-rail penalised, three schedules, five traffic cases; JSON
 # lines into lab/sim/data/sweep.jsonl, then the plot (lab/sim/data/busbw.png).
 # NODES="2 4" or CASES="uniform-16M" narrow it; SIM=path picks the binary.
@@ -14,7 +14,7 @@ mkdir -p "$OUT"
 # Two variants: "network" (host cost 0, every schedule: what the schedule itself allows) and
 # "host" (rmacc with today's per-call host cost, preset h200-host: the driver's host time per
 # backend call measured on an H200, the count exchange per node; the MoE dispatch also plans
-# every call, as its counts change: 0.075 us per op of the rank's own plan, RESULTS §9.1).
+# every call, as its counts change: 0.075 us per op of the rank's own plan, bench/results §9.1).
 run() {  # case variant args...
   local c=$1 v=$2; shift 2
   "$SIM" "$@" --json | sed "s/^{/{\"case\":\"$c\",\"variant\":\"$v\",/" >> "$OUT/sweep.jsonl"

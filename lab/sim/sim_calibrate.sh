@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# rmacc-sim against the runs measured on 2 x H200 (bench/RESULTS.md §6.1): predicts each with
-# the preset calibrated from RESULTS' figures and prints predicted against measured. The
-# measured column is copied from the RESULTS section named in each row, not computed here
+# rmacc-sim against the runs measured on 2 x H200 (bench/results §6.1): predicts each with
+# the preset calibrated from the archive's figures (bench/results/) and prints predicted against
+# measured. The
+# measured column is copied from the bench/results section named in each row, not computed here
 # (§4.2a: §4.2's "small calls by shape", commit a3b2de1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Relay geometry against traffic (bench/RESULTS.md §20): rmacc-sim's rmacc schedule, network
+# Relay geometry against traffic (bench/results §20): rmacc-sim's rmacc schedule, network
 # variant, on 8..128 nodes x 8 GPUs, with the 64 MiB relay cut into 4, 8, 16 or 32 slots,
 # signals on the data endpoint (as the library) or on one of their own (--signal-endpoint),
 # node rounds in NCCL's triangular order or paired (--round-order); each geometry fixed for
 # the call (--no-fit-slots). JSON lines into lab/sim/data/geometry.jsonl, then a table of the
 # fraction of each traffic's own bound. NODES, CASES, CONFIGS narrow it; SIM picks the binary.
-# (The table in RESULTS §20.2 is commit 0a14f66's, where "library" was the triangular order and
-# the model ran a first call; this script now runs calls in steady state, RESULTS §20.4.)
+# (The table in bench/results §20.2 is commit 0a14f66's, where "library" was the triangular order
+# and
+# the model ran a first call; this script now runs calls in steady state, bench/results §20.4.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SIM=${SIM:-build/lab/rmacc-sim}

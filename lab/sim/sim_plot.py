@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plots rmacc-sim's sweep (lab/sim/sim.sh): busbw per GPU against node count, one panel per
 traffic case, the three schedules beside the network bound N/(N-1) x NIC (as busbw), and prints
-the table RESULTS.md quotes (with the most of the traffic's own bound the busiest proxy thread
+the table bench/results/ quotes (with the most of the traffic's own bound the busiest proxy thread
 allows: its node bound over that thread's CPU time). Usage: sim_plot.py sweep.jsonl out.png"""
 import json
 import sys

@@ -9,9 +9,9 @@ import sys as _sys
 
 # CUDA loads a kernel's module at its first launch by default, and that load waits for the
 # whole device to go idle: with a call still waiting for a late peer (or for its device counts)
-# nothing moves again (bench/RESULTS.md §13; two ranks on one H200 hung in this package's
-# tests). Eager loading, chosen before CUDA starts, takes that away; a CUDA_MODULE_LOADING the
-# user set wins, and the library warns when it finds lazy loading.
+# nothing moves again (docs/decisions.md#eager-module-loading). Eager loading, chosen before
+# CUDA starts, takes that away; a CUDA_MODULE_LOADING the user set wins, and the library warns
+# when it finds lazy loading.
 if "CUDA_MODULE_LOADING" not in _os.environ:
     _torch = _sys.modules.get("torch")
     if _torch is None or not _torch.cuda.is_initialized():

@@ -31,11 +31,15 @@ def rmacc_dtype(t, name):
 
 
 def check_tensor(t, name, device, cuda_index=None):
-    """cuda_index: the device's index when it is a GPU, compared without making a torch.device
-    (get_device() is -1 off CUDA)."""
+    """cuda_index: the GPU's index, or -1 for the CPU: compared without making a torch.device
+    (a tenth of the time); None compares devices."""
     if not isinstance(t, torch.Tensor):
         raise TypeError("%s must be a torch.Tensor, not %s" % (name, type(t).__name__))
-    if (t.get_device() != cuda_index) if cuda_index is not None else (t.device != device):
+    if cuda_index is None:
+        wrong = t.device != device
+    else:  # get_device() is -1 on the CPU and on other devices (meta) alike
+        wrong = not t.is_cpu if cuda_index < 0 else t.get_device() != cuda_index
+    if wrong:
         raise ValueError("%s is on %s, but this communicator works on %s"
                          % (name, t.device, device))
     if not t.is_contiguous():

@@ -54,28 +54,34 @@ class DoneWork(_RmaccWork):
 
 
 class StreamWork(_RmaccWork):
-    """A collective enqueued on `stream` (a torch.cuda.Stream) by `comm`."""
+    """A collective that `comm` enqueued on the stream current at the call. Only its raw
+    handle is kept (making a torch.cuda.Stream costs microseconds a call); wait() and the others,
+    rarer, wrap it when they need it."""
 
-    def __init__(self, comm, stream, result):
+    def __init__(self, comm, result):
         super().__init__(result)
         self._comm = comm
-        self._stream = stream  # torch.cuda.Stream the call went on
+        self._raw = comm._stream()  # the stream the call went on, as comm's call saw it
+
+    def _stream(self):
+        return torch.cuda.ExternalStream(self._raw, device=self._comm.device)
 
     def wait(self, timeout=None):
-        current = torch.cuda.current_stream(self._stream.device)
-        if current != self._stream:
+        # torch.distributed waits on every call made without async_op: the common case, the
+        # same stream, is told from the raw handles alone.
+        if self._comm._stream() != self._raw:
             event = torch.cuda.Event()
-            event.record(self._stream)
-            current.wait_event(event)
+            event.record(self._stream())
+            torch.cuda.current_stream(self._comm.device).wait_event(event)
         return True
 
     def is_completed(self):
-        return self._stream.query()  # conservative: later work on the stream counts too
+        return self._stream().query()  # conservative: later work on the stream counts too
 
     def synchronize(self):
         """Blocks the host until the stream has run the call; raises the error of a call that
         failed on the stream (e.g. split sizes that disagree between ranks)."""
-        with torch.cuda.stream(self._stream):
+        with torch.cuda.stream(self._stream()):
             self._comm.synchronize()
 
     def get_future(self):

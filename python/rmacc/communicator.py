@@ -152,12 +152,19 @@ class Communicator:
         # Like an NCCL communicator, one communicator is not for concurrent use by threads.
         self._counts = [size_arrays(self.size) for _ in range(4)]
         self._filled = None  # (send splits, receive splits, row) the count arrays hold
+        self._alltoallv = lib.rmaccAlltoAllv
+        self._dynamic = getattr(lib, "rmaccAlltoAllvDynamic", None)
+        self._workspaces = {}  # stream -> all_to_all_v's count arrays (_dynamic_workspace)
+        self._splits_shape = torch.Size((self.size,))
+        self._int64s = ctypes.c_int64 * self.size
         self._cuda_index = None
+        self._device_index = -1  # check_tensor: the GPU index, -1 for the CPU
         if self.device.type != "cuda":
             self._stream = lambda: None  # host backend: the call returns when done
         else:
             self._cuda_index = self.device.index if self.device.index is not None \
                 else torch.cuda.current_device()
+            self._device_index = self._cuda_index
             # The current stream's handle without a torch.cuda.Stream object (~3 us less a call
             # on an H200 host); the _stream method where this PyTorch lacks the raw getter.
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -242,7 +249,7 @@ class Communicator:
             return torch.ops.rmacc.all_to_all_single(
                 output, input, output_split_sizes, input_split_sizes, self.id)
         args = self._a2a_args(output, input, output_split_sizes, input_split_sizes)
-        rc = lib.rmaccAlltoAllv(*args)
+        rc = self._alltoallv(*args)
         if rc:
             raise RmaccError(rc, in_rows(_lib.last_error(rc, args[7]), self._filled[2]),
                              "all_to_all_single")
@@ -251,8 +258,8 @@ class Communicator:
         """Checks all_to_all_single's arguments; returns rmaccAlltoAllv's (bench/torch_a2a.py
         times this alone: it is what the Python layer adds to the C call)."""
         handle = self._live()
-        check_tensor(output, "output", self.device, self._cuda_index)
-        check_tensor(input, "input", self.device, self._cuda_index)
+        check_tensor(output, "output", self.device, self._device_index)
+        check_tensor(input, "input", self.device, self._device_index)
         if output.dtype != input.dtype:
             raise TypeError("output is %s but input is %s: they must have the same dtype"
                             % (output.dtype, input.dtype))
@@ -314,20 +321,21 @@ class Communicator:
         """DESIGN.md §4.1: input_splits (rows of dim 0 per destination) is a tensor on the
         communicator's device, read when the stream reaches the call; received blocks are
         packed into output in source-rank order. Returns the rows received from each rank, as
-        a tensor on the device, written before later work on the stream runs.
+        a new int64 tensor on the device, written before later work on the stream runs.
+        Under torch.cuda.graph each replay reads input_splits anew.
         Needs rmaccAlltoAllvDynamic (not in every librmacc yet)."""
-        if not _lib.has("rmaccAlltoAllvDynamic"):
+        if self._dynamic is None:
             raise NotImplementedError(
                 "all_to_all_v needs rmaccAlltoAllvDynamic (DESIGN.md §4.1), which %s does not "
                 "export yet; use all_to_all_single with host split sizes" % _lib.path)
         handle = self._live()
-        check_tensor(output, "output", self.device, self._cuda_index)
-        check_tensor(input, "input", self.device, self._cuda_index)
-        check_tensor(input_splits, "input_splits", self.device)
+        check_tensor(output, "output", self.device, self._device_index)
+        check_tensor(input, "input", self.device, self._device_index)
+        check_tensor(input_splits, "input_splits", self.device, self._device_index)
         if output.dtype != input.dtype:
             raise TypeError("output is %s but input is %s: they must have the same dtype"
                             % (output.dtype, input.dtype))
-        if input_splits.shape != (self.size,) or input_splits.dtype.is_floating_point:
+        if input_splits.shape != self._splits_shape or input_splits.dtype.is_floating_point:
             raise ValueError("input_splits must be an integer tensor of shape (%d,), not %s %s"
                              % (self.size, input_splits.dtype, tuple(input_splits.shape)))
         code = rmacc_dtype(input, "input")
@@ -335,15 +343,72 @@ class Communicator:
         if row_elements(output) != row:
             raise ValueError("output's rows hold %d elements, input's %d"
                              % (row_elements(output), row))
-        # size_t and int64 share a layout; the tensors stay ordered on this stream.
-        sc = input_splits.to(torch.int64) * row
-        sd = torch.cumsum(sc, 0) - sc
-        rc = torch.empty_like(sc)
-        rd = torch.empty_like(sc)
-        check(lib.rmaccAlltoAllvDynamic(
-            input.data_ptr(), sc.data_ptr(), sd.data_ptr(), output.data_ptr(), output.numel(),
-            rc.data_ptr(), rd.data_ptr(), code, handle, self._stream()), "all_to_all_v", handle)
-        return rc // row if row else rc
+        if self._cuda_index is None:
+            return self._all_to_all_v_host(output, input, input_splits, row, code, handle)
+        return self._all_to_all_v_device(output, input, input_splits, row, code, handle,
+                                         self._stream())
+
+    def _all_to_all_v_device(self, output, input, input_splits, row, code, handle, stream):
+        """all_to_all_v's counts converted by tensor operations on the stream, which rmacc's
+        call then reads when the stream reaches it (CUDA; also right on the host backend)."""
+        sc, sd, prefix, rcounts, rd = self._dynamic_workspace(stream)
+        # Splits in rows to counts in elements, and their exclusive prefix sum (sd[0] stays 0):
+        # size_t and int64 share a layout. In place, so no tensor is made for them per call.
+        if row == 1 and input_splits.dtype == torch.int64:
+            sc = input_splits
+        else:
+            torch.mul(input_splits, row, out=sc)
+        torch.cumsum(sc, 0, out=prefix)  # = sd[1:], a view made once
+        rc = self._dynamic(input.data_ptr(), sc.data_ptr(), sd.data_ptr(), output.data_ptr(),
+                           output.numel(), rcounts.data_ptr(), rd.data_ptr(), code, handle,
+                           stream)
+        if rc:
+            raise RmaccError(rc, _lib.last_error(rc, handle), "all_to_all_v")
+        # A new tensor: the caller may keep it past the next call.
+        if row > 1:
+            return torch.div(rcounts, row, rounding_mode="floor")
+        return rcounts.clone()  # rows of one element (or of none: counts all 0)
+
+    def _all_to_all_v_host(self, output, input, input_splits, row, code, handle):
+        """all_to_all_v on the host backend, which reads the counts during the call, from host
+        memory: they are converted here, in the count arrays all_to_all_single uses, rather than
+        by tensor operations (each costs microseconds on a CPU)."""
+        splits = input_splits.tolist()
+        sc, sd, _, rd = self._counts
+        last = self._filled
+        if last is None or row != last[2] or splits != last[0]:
+            fill_counts(sc, sd, splits, row)
+        # The call writes the receive arrays: all_to_all_single must refill them.
+        self._filled = (splits, None, row)
+        # The received counts go straight into the tensor returned, then from elements to rows.
+        got = torch.empty(self._splits_shape, dtype=torch.int64)
+        ptr = got.data_ptr()
+        code = self._dynamic(input.data_ptr(), sc, sd, output.data_ptr(), output.numel(), ptr,
+                             rd, code, handle, None)
+        if code:
+            raise RmaccError(code, in_rows(_lib.last_error(code, handle), row), "all_to_all_v")
+        if row > 1:
+            counts = self._int64s.from_address(ptr)
+            counts[:] = [c // row for c in counts]
+        return got
+
+    def _dynamic_workspace(self, stream):
+        """all_to_all_v's arrays (int64, as size_t): send counts, send displacements (n + 1
+        entries, the first 0) and a view of all but their first, receive counts and
+        displacements (elements). Kept per stream:
+        calls on one stream are ordered, so the next call rewrites them only after the stream
+        ran the last. A call being captured into a CUDA graph gets arrays of its own, from the
+        graph's memory, which every replay reads and writes anew."""
+        capturing = stream is not None and torch.cuda.is_current_stream_capturing()
+        ws = None if capturing else self._workspaces.get(stream)
+        if ws is None:
+            n = self.size
+            buf = torch.zeros(4 * n + 1, dtype=torch.int64, device=self.device)
+            ws = (buf[:n], buf[n:2 * n + 1], buf[n + 1:2 * n + 1], buf[2 * n + 1:3 * n + 1],
+                  buf[3 * n + 1:])
+            if not capturing:
+                self._workspaces[stream] = ws
+        return ws
 
     def barrier(self):
         """Every rank has entered before any leaves. CUDA: enqueued on the current stream."""

@@ -39,3 +39,20 @@ def run_main(main, args, nproc, nodes, extra_env=None):
     bad = [r for r, p in enumerate(procs) if p.exitcode]
     if bad:
         raise SystemExit("ranks %s failed" % bad)
+
+
+def init_job(backend=None):
+    """torch.distributed for a job of one process when no launcher set it up (no RANK in the
+    environment): rank 0 of 1 over a loopback store; under torchrun, the launcher's job. backend:
+    None for NCCL when CUDA is available, else gloo. For benchmarks and examples at one rank."""
+    import torch
+    import torch.distributed as dist
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if "RANK" not in os.environ:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+                           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    dist.init_process_group(backend)

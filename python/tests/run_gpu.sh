@@ -2,7 +2,9 @@
 # The Python package on a GPU machine (PyTorch with CUDA, torchrun): the same tests as CI on
 # CUDA tensors (1 x 2, 2 x 1, 2 x 2 emulated nodes; ranks share GPUs when there are fewer than
 # 4), backend="rmacc" against NCCL (test_backend: one rank, every GPU's rank with 2 GPUs or
-# more), the MoE example (also with --backend rmacc), the token dispatcher and the benchmark against torch.distributed (NCCL), 1 node and 2
+# more), the MoE example (also with --backend rmacc, and its --decode step in CUDA graphs at one
+# rank), the token dispatcher, the Python overhead per call (bench/python_overhead.py) and the
+# benchmark against torch.distributed (NCCL), 1 node and 2
 # emulated nodes. Usage: python/tests/run_gpu.sh [build dir, default build] [bench args...]
 # Needs a CUDA build of rmacc (scripts/build.sh on that machine). STEP_TIMEOUT_S bounds each step.
 set -uo pipefail
@@ -57,6 +59,11 @@ fi
 step torchrun --nproc-per-node "$ngpu" examples/moe_dispatch.py
 step torchrun --nproc-per-node "$ngpu" examples/moe_dispatch.py --backend rmacc
 step torchrun --nproc-per-node "$ngpu" examples/token_dispatcher.py
+# Issue 49 item 5: the decode step in CUDA graphs, rmacc and NCCL at one rank in one run, then
+# with every GPU; what the Python layer adds per call (Python call minus the C call).
+step torchrun --nproc-per-node 1 examples/moe_dispatch.py --decode --iters 50
+[ "$ngpu" -ge 2 ] && step torchrun --nproc-per-node "$ngpu" examples/moe_dispatch.py --decode --iters 50
+step torchrun --nproc-per-node 1 bench/python_overhead.py --device cuda
 step torchrun --nproc-per-node "$ngpu" bench/torch_a2a.py "$@"
 # Emulated nodes with one torchrun: each rank's RMACC_HOSTNAME from its LOCAL_RANK
 # (2 nodes x ngpu/2 ranks; ranks of "different nodes" talk through the proxy over tcp).

@@ -148,6 +148,26 @@ def device_splits(comm, device):
     assert got.tolist() == [s[i][r] for i in range(n)], (got.tolist(), r)
     expect = torch.cat([block(i, r, s[i][r], (2,), torch.float32, device) for i in range(n)])
     assert same(out[:total], expect), "all_to_all_v rows"
+    if device.type == "cpu":
+        # The CUDA path's count conversion (tensor operations into per-stream arrays) runs on
+        # the host backend too: twice, so that the second call reuses the first one's arrays,
+        # with int32 splits, rows of one element and the counts returned kept by the caller.
+        kept = []
+        for seed, dtype, width in ((78, torch.int64, 2), (79, torch.int32, 1), (80, torch.int64, 1)):
+            s = split_matrix(n, "random", seed=seed)
+            inp = torch.cat([block(r, j, s[r][j], (width,), torch.float32, device)
+                             for j in range(n)])
+            total = sum(s[i][r] for i in range(n))
+            out = poisoned((total + 3, width), torch.float32, device)
+            splits = torch.tensor([s[r][j] for j in range(n)], dtype=dtype)
+            got = comm._all_to_all_v_device(out, inp, splits, width, DTYPES[torch.float32],
+                                            comm._handle, None)
+            kept.append((got, [s[i][r] for i in range(n)]))
+            expect = torch.cat([block(i, r, s[i][r], (width,), torch.float32, device)
+                                for i in range(n)])
+            assert same(out[:total], expect), "all_to_all_v rows, tensor conversion %d" % seed
+        for got, want in kept:
+            assert got.tolist() == want, (got.tolist(), want)
 
 
 def cuda_graph(comm, device):

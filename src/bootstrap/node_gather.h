@@ -1,7 +1,7 @@
 // An all-gather of fixed-size records among the ranks of one node through shared memory: the
 // per-call count exchange of a single-node communicator in microseconds instead of a TCP
-// round on the control plane (bench/RESULTS.md §4.1 measured that round at ~30 µs of a ~90 µs
-// call on 2×H200).
+// round on the control plane, which would be a third of a small call
+// (docs/decisions.md#node-gather).
 //
 // Each rank owns a segment of two slots (exchange k uses slot k mod 2) that its local peers
 // map. Publishing is "copy the record, then release-store k into the slot's sequence word and

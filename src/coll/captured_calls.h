@@ -14,8 +14,8 @@
 // path serves RMACC_STREAM_TRIGGER=always (one site per stream, calls queued in stream order),
 // so that CI runs it without CUDA graphs.
 //
-// Limit (bench/RESULTS.md §14.3): the run's copies are enqueued by the progress thread when the
-// stream reaches the call, and cudaGraphLaunch, with many launches pending, waits inside the
+// Limit (docs/decisions.md#replay-triggered-limit): the run's copies are enqueued by the
+// progress thread when the stream reaches the call, and cudaGraphLaunch, with many launches pending, waits inside the
 // driver holding a lock those copies need: a caller more than ~8 replays ahead deadlocks. The
 // way out is to have nothing to enqueue then: fixed-count calls on one node are therefore
 // captured whole instead (coll/in_graph_calls.h); calls with device counts and calls across

@@ -171,9 +171,9 @@ uint64_t CollectiveEngine::alltoallv(Stream* user, AlltoallvArgs args) {
   // The user's stream now waits for work the progress thread has yet to enqueue. Until it has,
   // a CUDA call of this thread that waits for the device (a synchronous copy to pageable
   // memory, cudaFree, a kernel's first lazy load) would keep that work out for good: a
-  // deadlock (bench/RESULTS.md §13). Peers (and device counts) that arrive within
+  // deadlock (docs/decisions.md#enqueue-wait). Peers (and device counts) that arrive within
   // RMACC_ENQUEUE_WAIT_MS close the window before the call returns; later ones leave it open
-  // (README, Status).
+  // (docs/limits.md).
   if (waitForEnqueue) {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(ctx_.cfg.enqueueWaitMs);

@@ -62,9 +62,8 @@ std::string DynamicCounts::resolve(uint64_t seq, const DynamicArgs& d, uint64_t*
 
 // The stream gets to the call when the caller's earlier work is done, usually the previous
 // call, which is about to finish: the wait is on the call's critical path. So yield the core
-// for the first kYieldS, then sleep in short steps. Sleeps doubling to 200 us (and Linux's
-// default 50 us timer slack) made a 1 KiB call with device counts take ~210 us against
-// ~115 us for sync + D2H + host counts (H200, 2 ranks, RESULTS §11).
+// for the first kYieldS, then sleep in short steps: long sleeps (and Linux's default 50 us
+// timer slack) add to every call (docs/decisions.md#device-counts-wait).
 void DynamicCounts::waitForStream(uint64_t seq, const std::function<bool()>& aborted) {
   constexpr double kYieldS = 100e-6;
   const double start = monotonicSeconds(), deadline = start + timeoutS_;

@@ -17,8 +17,8 @@
 // block it (the triggered path's limit: coll/captured_calls.h). The replay's first and last
 // stores also mark it running and idle in host memory for the watchdog, which fails the
 // communicator when one runs past RMACC_TIMEOUT_S and, once it has failed, releases every
-// replay that waits. (No host function: its trip through the CPU cost 20 us a replay, 4x the
-// whole 1-rank call, bench/RESULTS.md §16.)
+// replay that waits. (No host function: its trip through the CPU would cost more than the
+// whole small call, docs/decisions.md#in-graph-calls.)
 //
 // Limits: one graph's replays must run one after another (as launches of one cudaGraphExec
 // do); two executable graphs instantiated from one capture must not run at the same time.

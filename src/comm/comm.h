@@ -110,10 +110,8 @@ class Comm : public FailureSink {
   bool eagerProxyPoll() const;  // RMACC_PROXY_POLL, `auto` resolved from the cores we may use
   // RMACC_PROXY_THREADS, `0` resolved from the node count. By default the fabric opens that
   // many endpoints only on a provider that reports its link speed (FabricOptions::
-  // endpointsNeedLinkSpeed): on tcp one thread is faster. On this project's 2-core machine,
-  // 4 x 1 emulated nodes, 64 KiB-1 MiB AlltoAllV took 1.2-2.8 ms a call with one thread,
-  // 3.6-5.5 with 2, 7.4-8.6 with 4, and not for a missed wake-up: with the threads' sleeps
-  // capped at 10 µs, 4 threads took 200-700 ms (bench/RESULTS.md §28.4).
+  // endpointsNeedLinkSpeed): on tcp one thread is faster, since tcp moves the bytes on the CPU
+  // under the domain's locks (docs/decisions.md#proxy-threads).
   int wantedProxyThreads() const;
   void shareSignalArrays();     // RMACC_NET_SIGNAL_WRITES: EngineContext::signalArrays
   void probeGpuDirect();        // RMACC_NET_GDR=auto: may the network touch device memory?

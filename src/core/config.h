@@ -48,7 +48,7 @@ enum class ParamVisibility { kPublic, kInternal, kFixed };
   /* A call whose device work another thread enqueues later is exposed to the caller's own   */   \
   /* next CUDA calls: a synchronous copy to pageable memory or cudaFree holds back other     */   \
   /* threads' copies, and a kernel's first (lazy) load holds back all work, while they wait  */   \
-  /* for the device, which waits for that work (H200, bench/RESULTS.md §13).                 */   \
+  /* for the device, which waits for that work (docs/decisions.md#enqueue-wait).             */   \
   X(int, enqueueWaitMs, 50, "RMACC_ENQUEUE_WAIT_MS", IntParam<0 COMMA 600000>, kInternal, "`50`",   \
     "how long a collective call waits for late peers (or device counts) so that its work is "   \
     "enqueued before it returns; past it, the call returns and the work is enqueued later")     \
@@ -59,7 +59,8 @@ enum class ParamVisibility { kPublic, kInternal, kFixed };
     "stream takes that path (exercises it without CUDA graphs)")                                  \
   /* A captured call whose work the progress thread enqueues at each replay deadlocks with a */   \
   /* caller more than ~8 replays ahead (cudaGraphLaunch waits in the driver holding a lock   */   \
-  /* the enqueue needs: bench/RESULTS.md §14.3); work built into the graph needs no enqueue. */   \
+  /* the enqueue needs: docs/decisions.md#replay-triggered-limit); work built into the       */   \
+  /* graph needs no enqueue.                                                                 */   \
   X(GraphCalls, graphCalls, GraphCalls::kInGraph, "RMACC_GRAPH_CALLS", EnumParam<GraphCalls>,     \
     kFixed, "`in-graph`",                                                                      \
     "`in-graph`: a captured fixed-count call on a one-node communicator puts its copies and "     \
@@ -76,7 +77,7 @@ enum class ParamVisibility { kPublic, kInternal, kFixed };
   X(int, relaySlots, 4, "RMACC_RELAY_SLOTS", IntParam<2 COMMA 1024>, kFixed, "`4`",            \
     "slots the relay memory is split into (≥ 2); relay step t uses slot t mod S. On 4 × S + 2 "  \
     "nodes or more, a call whose every relay payload fits half a slot gets 2 × S slots of half "  \
-    "the size, and node rounds go in pairs (bench/RESULTS.md §20.4)")                             \
+    "the size, and node rounds go in pairs (docs/decisions.md#fitted-slots)")                         \
   X(int, creditWindow, 0, "RMACC_CREDIT_WINDOW", IntParam<0 COMMA 1024>, kFixed, "`0`",        \
     "relay steps a writer may run ahead of its relay's forwards (pacing; `0`: the slot count)")   \
   X(EntrySync, entrySync, EntrySync::kSignals, "RMACC_ENTRY_SYNC", EnumParam<EntrySync>,          \
@@ -87,12 +88,11 @@ enum class ParamVisibility { kPublic, kInternal, kFixed };
   X(bool, dumpPlan, false, "RMACC_DUMP_PLAN", BoolParam, kFixed, "`0`",                        \
     "`1` prints each new AlltoAllV plan of the rank")                                             \
   /* Two by default: a relay's forwards to its even and odd node-mates run side by side, so   */   \
-  /* its copy stream no longer bounds many-node calls (rmacc-sim, uniform 16 MiB on 56 / 64   */   \
-  /* x 8 GPUs 0.863 / 0.845 -> 0.899 / 0.900 of the bound, 4 MiB on 8 x 8 0.648 -> 0.731,     */   \
-  /* nothing lower by more than 0.007; RESULTS §29). Every internal stream holds stream-      */   \
-  /* memory waits and CUDA maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues: a   */   \
-  /* wait at the head of a shared queue blocks the copies behind it, which across ranks can   */   \
-  /* deadlock (H200, MPS, with the default 8), hence the 16-32 the README asks for.           */   \
+  /* its copy stream does not bound many-node calls (docs/decisions.md#ce-streams). Every     */   \
+  /* internal stream holds stream-memory waits and CUDA maps streams onto                     */   \
+  /* CUDA_DEVICE_MAX_CONNECTIONS hardware queues: a wait at the head of a shared queue        */   \
+  /* blocks the copies behind it, which across ranks can deadlock (H200, MPS, with the        */   \
+  /* default 8), hence the 16-32 that tools/rmacc-run and the Python package set.             */   \
   X(int, ceStreams, 2, "RMACC_CE_STREAMS", IntParam<1 COMMA 64>, kFixed, "`2`",                \
     "internal copy streams per rank; more let copies to different peers overlap, but on CUDA "    \
     "all internal streams must fit in `CUDA_DEVICE_MAX_CONNECTIONS` hardware queues")             \
@@ -127,7 +127,7 @@ enum class ParamVisibility { kPublic, kInternal, kFixed };
     "proxy) only for windows the network cannot write; `always`: for every window")               \
   /* Writes posted together to several peers share the NIC and all finish late; paced, they */   \
   /* leave in order and a relay's chunk lands early enough to be forwarded under the wire's */   \
-  /* later writes (rmacc-sim: bench/RESULTS.md §23; src/net/nic_pacer.h).                   */   \
+  /* later writes (docs/decisions.md#nic-pacing; src/core/nic_pacer.h).                     */   \
   X(double, netPaceGBps, -1, "RMACC_NET_PACE_GBPS", PaceParam, kInternal, "`auto`",              \
     "the rate in GB/s at which the proxy hands data writes to the NIC, in order; `auto`: the "   \
     "link speed the provider reports (none on tcp: not paced); `0`: not paced")                  \
@@ -149,7 +149,7 @@ enum class ParamVisibility { kPublic, kInternal, kFixed };
     "how bytes move within one device (the block a rank sends itself, staged blocks): `direct` "  \
     "(one device copy: on CUDA an SM kernel, which waits for compute kernels), `engines` (out "    \
     "and back through the next local GPU's slots and pinned host memory, copy engines only), "     \
-    "`auto` (direct until engines is measured across GPUs: bench/RESULTS.md §11.3)")              \
+    "`auto` (direct until engines is measured across GPUs: docs/decisions.md#local-copy-direct)") \
   X(size_t, localCopySlotBytes, 4ull << 20, "RMACC_LOCAL_COPY_SLOT", BytesParam<1>, kFixed,    \
     "`4M`", "each slot a local-copy route uses (in the next local rank's device memory, and in "  \
     "pinned host memory); copies up to min(1M, this) take both hops on the caller's stream")     \

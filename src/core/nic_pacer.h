@@ -22,20 +22,16 @@
 // of not holding a lock across the provider call.
 //
 // They also keep the rank's posting order between them. Each thread's writes wait in its own
-// queues, so whichever thread looked first once the pacer allowed posted its oldest write,
-// and a later round's relay chunk often went before an earlier one: that chunk's forwards,
-// and the credits behind them, then waited on the later one (rmacc-sim with the proxy spending
-// a write's CPU when it posts it, as the library does, uniform 16 MiB on 8 / 16 / 32 x 8 GPUs
-// with 4 threads: 0.85 / 0.85 / 0.74 of the bound, 0.94 / 0.94 / 0.91 in order; RESULTS §33).
+// queues, so whichever thread looked first once the pacer allowed would post its oldest write,
+// and a later round's relay chunk could go before an earlier one: that chunk's forwards, and
+// the credits behind them, would then wait on the later one (docs/decisions.md#posting-order).
 // Every put gets a number in posting order (nextOrder(), ProxyQueue::post); a thread that holds
 // data back says which is its oldest (waiting()), and a data write goes only while no other
 // thread holds an older one back (first()). The oldest held write can always go once the
 // pacer allows, so no thread waits for another for ever; a write not yet released, or one
 // held for another reason (the provider, the outstanding cap), does not hold others back.
 //
-// rmacc-sim, uniform 16 MiB on 8 / 16 / 32 x 8 GPUs at 50 GB/s per NIC: 0.83 / 0.76 / 0.70 ->
-// 0.87 / 0.88 / 0.78 of the bound; uniform 256 MiB on 16 / 32 nodes 0.94 / 0.93 -> 0.99 / 0.99
-// (bench/RESULTS.md §23.2-23.3).
+// Why pace at all, and the evidence: docs/decisions.md#nic-pacing.
 #pragma once
 
 #include <algorithm>
@@ -90,8 +86,7 @@ class NicPacer {
   // Thread `thread` posts its data write numbered `order` now. If that was the oldest it held
   // back, it holds back none older than `order` + 1 from here on: the siblings it kept waiting
   // may go at once, not only when its round ends, after this post and the round's completions
-  // (rmacc-sim, uniform 16 MiB at 32 / 56 / 80 x 8 GPUs: 0.906 / 0.897 / 0.876 -> 0.914 /
-  // 0.914 / 0.912 of the bound; RESULTS §36). Only the thread itself writes its word.
+  // (docs/decisions.md#posting-order). Only the thread itself writes its word.
   void takenUp(size_t thread, uint64_t order) {
     if (order != kNone && held(thread) == order) waiting(thread, order + 1);
   }

@@ -19,9 +19,9 @@ namespace {
 // (exec/loop_schedule.h): latency, not bandwidth, sets their cost.
 constexpr size_t kSmallMax = 1 << 20;
 
-// Copy-engine bandwidths a large copy is split by (one direction, GB/s), measured on H200s
-// (bench/RESULTS.md §8.1): device to pinned host and back run at once at about 50 each; a
-// peer copy over NVLink at about 390.
+// Copy-engine bandwidths a large copy is split by (one direction, GB/s), so that both routes
+// finish together: device to pinned host and back run at once at about 50 each; a peer copy
+// over NVLink at about 390 (H200; docs/decisions.md#local-copy-split).
 constexpr double kHostGBs = 50;
 constexpr double kNvlinkGBs = 390;
 
@@ -36,11 +36,9 @@ std::vector<char*> cut(void* base, size_t slotBytes, int slots) {
 LocalCopyMode chooseLocalCopyMode(LocalCopySetting setting, const BackendCaps& caps) {
   if (setting == LocalCopySetting::kDirect) return LocalCopyMode::kDirect;
   if (setting == LocalCopySetting::kEngines) return LocalCopyMode::kEngines;
-  // Direct for now, also where same-device copies take compute units: the engines pipeline is
-  // free of SMs on an H200 (1.01-1.05x its alone time beside a GEMM loop) but moved 40 GB/s
-  // through pinned host memory where a direct copy moves 2 TB/s, it has not run across two
-  // GPUs yet, and the PyTorch example stalled with it on one GPU (bench/RESULTS.md §11.3).
-  // Opt in with RMACC_LOCAL_COPY=engines.
+  // Direct for now, also where same-device copies take compute units: the engines pipeline
+  // keeps off the SMs but is far slower than a direct copy and not yet proven across two GPUs
+  // (docs/decisions.md#local-copy-direct). Opt in with RMACC_LOCAL_COPY=engines.
   INFO(kSubsysInit, "RMACC_LOCAL_COPY=auto: direct (same-device copies %s on this device; "
        "RMACC_LOCAL_COPY=engines keeps them off the compute units)",
        caps.deviceCopyUsesCompute ? "run on its compute units" : "need no compute units");

@@ -2,8 +2,8 @@
 //
 // On CUDA (driver 580, CUDA 13.0) a device-to-device copy within one GPU always runs as a
 // kernel on the SMs: 1-D, 2-D and 3-D copies, batched or not, with or without the
-// overlap-with-compute hint, even when issued from another GPU's stream (bench/copy_probe.cu,
-// bench/RESULTS.md §8.1). Beside a compute kernel that holds every SM such a copy waits for
+// overlap-with-compute hint, even when issued from another GPU's stream
+// (lab/probes/copy_probe.cu; docs/decisions.md#local-copy-direct). Beside a compute kernel that holds every SM such a copy waits for
 // the kernel to end, and the collective with it. Copies between GPUs over NVLink and between a
 // GPU and pinned host memory run on copy engines and do not wait. So a block a rank sends to
 // itself (and a staged block copied into the caller's buffer) goes out and comes back: part

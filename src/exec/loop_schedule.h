@@ -4,8 +4,8 @@
 // ops in random interleavings that respect them and checks every byte).
 //
 // Why lanes: a batch of copies on one stream goes to one copy engine in order, and a stream
-// runs one step after another, so hops of a route never overlapped and neither did routes
-// (bench/RESULTS.md §8.5: 46.6 GB/s busbw against a link model of ~166). Here every route has
+// runs one step after another, so hops of a route would never overlap and neither would
+// routes (docs/decisions.md#local-copy-lanes). Here every route has
 // two lanes of its own (its in-hop, src -> slot, and its out-hop, slot -> dst, on different
 // links), and chunks flow through S slots: chunk k's out-hop waits for its in-hop, and chunk
 // k+S's in-hop into the same slot waits for chunk k's out-hop. The caller's lane forks to the

@@ -98,7 +98,7 @@ struct FabricOptions {
   // Several endpoints only on a provider that reports its NIC's link speed (verbs, efa: a NIC
   // that moves the data itself); else one, on an FI_THREAD_DOMAIN domain. tcp reports none and
   // moves the bytes on the CPU, under the locks of an FI_THREAD_SAFE domain, where more threads
-  // only contend (bench/RESULTS.md §28.4). The communicator's default thread count sets it.
+  // only contend (docs/decisions.md#proxy-threads). The communicator's default thread count sets it.
   bool endpointsNeedLinkSpeed = false;
 };
 constexpr int kMaxFabricEndpoints = 16;

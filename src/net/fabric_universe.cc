@@ -1,4 +1,4 @@
-// Why rmacc sets FI_UNIVERSE_SIZE (issue 17, item 5; bench/RESULTS.md §6.1).
+// Why rmacc sets FI_UNIVERSE_SIZE (issue 17, item 5; docs/decisions.md#fi-universe-size).
 //
 // ofi_rxm, the RDM layer libfabric puts over tcp (and verbs), opens one completion queue for
 // the connections under each endpoint with (msg tx size + msg rx size) x FI_UNIVERSE_SIZE

@@ -57,8 +57,7 @@ struct ProxyPut {
   LandingTarget landing;
   // A pure signal (bytes 0) that the NIC writes as the counter's next value into the peer's
   // signal array (`dst`: that array, registered; `dstOffset` unused), with no completion data,
-  // so the peer's proxy does nothing for it (RESULTS §32: at 128 nodes x 8 GPUs its work
-  // bounded the call). The proxy numbers a pair's value writes in issue order (one thread
+  // so the peer's proxy does nothing for it (docs/decisions.md#signal-writes). The proxy numbers a pair's value writes in issue order (one thread
   // carries a pair: proxyThreadOf); where writes may land out of order (EFA's SRD) it keeps one
   // per counter in flight, whose completion means it landed (FI_DELIVERY_COMPLETE), so a lower
   // value never lands after a higher one. A sender sends every signal of one counter this way

@@ -73,8 +73,7 @@ bool ProxyImpl::round() {
   bool busy = false;
   // A data write that the pacer held back last round and lets go now leaves before this
   // round's completions are taken in: each of those costs the thread about what a post does,
-  // and the NIC would run dry behind them (rmacc-sim, uniform 16 MiB on 64 / 96 / 128 x 8 GPUs
-  // with 2 us a write: 0.77 / 0.70 / 0.77 -> 0.81 / 0.83 / 0.79 of the bound; RESULTS §33).
+  // and the NIC would run dry behind them (docs/decisions.md#posting-order).
   if (pacedHold_ && pacer_.waitS(monotonicSeconds()) == 0 && !failed())
     for (Queue* q : mine_) busy |= issue(*q);
   busy |= pollCompletions();

@@ -33,7 +33,7 @@ void storeAndWake(volatile uint64_t* addr, uint64_t value);
 // the kernel, where neither the C++ memory model nor ThreadSanitizer can follow it; the
 // counter makes it an edge inside the process: the stream that writes into a window acquires
 // it before copying (HostStream::runCopies), so its copy is ordered after the reads the
-// application made before its last signal (bench/RESULTS.md §6.2).
+// application made before its last signal (docs/decisions.md#stored-signals-acquire).
 void acquireStoredSignals();
 
 // Wakes every sleeper on `addr` without storing (abort, shutdown).

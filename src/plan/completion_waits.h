@@ -12,14 +12,12 @@ namespace rmacc {
 // A wait lane whose ops only wait gets no stream of its own: whoever depends on one of its
 // waits adds the waits up to it to its own memory ops, and those nothing depends on -- the
 // completion waits, one per source of the rank's data -- join the last stream's final batch,
-// where they run one after another (~1 us of GPU time each, RESULTS §20.1) after that stream's
+// where they run one after another (~1 us of GPU time each) after that stream's
 // last op. A lane holding completion waits on ranks of this many other-node sources runs its
 // own waits instead, so that they are checked while the data arrives, round by round (the plan
 // puts each one position after its source's last data, plan_build.h completionKeyBatch), for
-// one more backend call (1.5-2.5 us of the host's under MPS, RESULTS §8.3). With one remote
-// source (2 nodes) its data comes in the call's only round: nothing to check early (rmacc-sim,
-// 8 GPUs a node, uniform 16 MiB: 2 nodes 0.889 of the bound either way, 3 / 4 nodes 0.884 ->
-// 0.896 / 0.898, RESULTS §24).
+// one more backend call. With one remote source (2 nodes) its data comes in the call's only
+// round: nothing to check early (docs/decisions.md#completion-waits).
 constexpr int kOwnCompletionStreamFrom = 2;
 
 // By op: 1 for a completion wait on a rank of another node (a wait no op depends on: also a

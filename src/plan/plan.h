@@ -114,105 +114,91 @@ struct Options {
   // up to this many per position; 0: slots / 2, the most that keeps a slot's reuse two positions
   // after its previous step (planner.cc); 1: one round per position. Larger values are capped.
   int roundsPerBatch = 0;
-  // Pacing (RESULTS §7.3, §19): a relay writer puts its relay step t only after the relay has
-  // forwarded step t - creditWindow (a credit, as for slot reuse, which is the case
-  // creditWindow = slots). A smaller window keeps a relay from receiving more than that many
-  // steps (node rounds, when they take one chunk) at once. 0: slots (no pacing beyond slot
-  // reuse); else capped at slots, at least 2. It also caps roundsPerBatch at window / 2
-  // (planner.cc). Default 0: a window of 2 helped only while rmacc-sim's NIC moved one message
-  // at a time (uniform 256 MiB on 16 x 8 GPUs 0.59 -> 0.88 of the bound, §7.3); with a queue
-  // per peer, as the proxy posts every released put, the two chunks in flight share the
-  // writer's NIC, both land late and the credit loop stalls (128 x 8 at 256 MiB: 0.70 with 2,
-  // 0.85 with 4 = slots).
+  // Pacing: a relay writer puts its relay step t only after the relay has forwarded step
+  // t - creditWindow (a credit, as for slot reuse, which is the case creditWindow = slots). A
+  // smaller window keeps a relay from receiving more than that many steps (node rounds, when
+  // they take one chunk) at once. 0: slots (no pacing beyond slot reuse); else capped at slots,
+  // at least 2. It also caps roundsPerBatch at window / 2 (planner.cc). Default 0: with a queue
+  // per peer, as the proxy posts every released put, chunks in flight share the writer's NIC,
+  // and a narrower window only stalls the credit loop (docs/decisions.md#credit-window).
   int creditWindow = 0;
-  // Smaller chunks for large rounds (RESULTS §7.2 proposal 2). A relay forwards a chunk only once
-  // all of it has landed, so a writer's round payload that fits one slot is one chunk, and the
-  // wire and the forwards of that round take turns. Cutting each payload into at least this many
-  // chunks lets the forwards of chunk c overlap the wire of chunk c+1. A chunk still fills at
-  // most one slot, and is not cut below minChunkBytes (small rounds stay whole: per-op costs
-  // would eat the overlap); it is a multiple of minChunkBytes, or of half of it for a share of
-  // one to two (so that power-of-two blocks are not cut, plan_build.cc). 0 or 1: chunks of one
-  // slot. chunkBytes() (plan_build.h) applies it.
+  // Smaller chunks for large rounds. A relay forwards a chunk only once all of it has landed, so
+  // a writer's round payload that fits one slot is one chunk, and the wire and the forwards of
+  // that round take turns. Cutting each payload into at least this many chunks lets the
+  // forwards of chunk c overlap the wire of chunk c+1. A chunk still fills at most one slot, and
+  // is not cut below minChunkBytes (small rounds stay whole: per-op costs would eat the
+  // overlap); it is a multiple of minChunkBytes, or of half of it for a share of one to two (so
+  // that power-of-two blocks are not cut, plan_build.cc). 0 or 1: chunks of one slot.
+  // chunkBytes() (plan_build.h) applies it; docs/decisions.md#min-chunks.
   int minChunksPerRound = 0;
   uint64_t minChunkBytes = 1ull << 20;
   // The same for the call's last node round alone (the larger of the two applies there): the
   // forwards of its last chunk are the call's tail, with nothing left on the wire to hide them.
   int lastRoundMinChunks = 0;
   // And the unit of the last round's chunks where lastRoundMinChunks > 0 (0: minChunkBytes):
-  // its blocks are the call's smallest payloads cut by the most chunks, so a whole MiB left
-  // rounds of < 2 MiB (from 9 nodes at 16 MiB per rank) in one chunk.
+  // its blocks are the call's smallest payloads cut by the most chunks, so a unit of a whole
+  // MiB would leave small last rounds in one chunk (docs/decisions.md#last-round-chunks).
   uint64_t lastRoundMinChunkBytes = 0;
   // Entry signals to remote writers go out this many pipeline positions before the round whose
-  // direct put needs them, and the writer waits for one just before that round (RESULTS §7.6),
-  // instead of all at the start: there each rank's proxy sent and took in one per remote rail
-  // peer (2 x 127 at 128 nodes) before its first put, the round-1 puts waited for all of them,
-  // and the nodes left that start at different times (rmacc-sim, 32 x 8 GPUs at 256 MiB per
-  // rank: 0.60 -> 0.93 of the bound). Negative: all at the start, as before. Entry signals
-  // between node-mates stay at the start (CE, cheap, and the first round's forwards need them).
-  // Default 1 (was 2, RESULTS §18.3): once a signal no longer waits in the NIC behind data to
-  // other peers, a lead of 2 lets writers run ahead and the rounds drift (256 MiB at 32 x 8
-  // 0.63 of the bound, 0.99 with 1).
+  // direct put needs them, and the writer waits for one just before that round, instead of all
+  // at the start, where each proxy would send and take in one per remote rail peer before its
+  // first put and the round-1 puts would wait for all of them. Negative: all at the start.
+  // Entry signals between node-mates stay at the start (CE, cheap, and the first round's
+  // forwards need them). Default 1: a larger lead lets writers run ahead and the rounds drift
+  // (docs/decisions.md#entry-lead).
   int entryLead = 1;
-  // Fitted slots (RESULTS §20), on communicators of at least this many nodes (0: never): a call
-  // whose every relay payload fits in half a slot gets twice the slots of half the size
-  // (callOptions, plan_build.h), so that twice as many relay steps are in flight in the same
-  // relay memory; chunk counts do not change (no payload of such a call needed more than one
-  // chunk). Because the geometry may then differ from one call to the next, every relay step
-  // waits for a credit there, the first window of a relay's steps in a call for one sent at the
-  // start of the relay's call (a fresh relay's first window needs none only while the geometry
-  // stays: with another, a slot it takes may hold an earlier call's bytes). The library sets
-  // 4 x slots + 2 (more node rounds than four times the slots; with fewer, twice the window put
-  // most of a call's rounds in flight at once and 8-node calls lost up to 0.12 of their bound
-  // in rmacc-sim) and orders the node rounds in pairs there (plan::usePairedRounds).
+  // Fitted slots, on communicators of at least this many nodes (0: never): a call whose every
+  // relay payload fits in half a slot gets twice the slots of half the size (callOptions,
+  // plan_build.h), so that twice as many relay steps are in flight in the same relay memory;
+  // chunk counts do not change (no payload of such a call needs more than one chunk). Because
+  // the geometry may then differ from one call to the next, every relay step waits for a credit
+  // there, the first window of a relay's steps in a call for one sent at the start of the
+  // relay's call (a fresh relay's first window needs none only while the geometry stays: with
+  // another, a slot it takes may hold an earlier call's bytes). The library sets 4 x slots + 2
+  // and orders the node rounds in pairs there (plan::usePairedRounds;
+  // docs/decisions.md#fitted-slots).
   int fitSlotsFrom = 0;
-  // Deeper fitting (RESULTS §30): a fitted call halves its slots again (up to 8 x slots) while
-  // its largest payload still fits half a slot and the slots hold less than this many bytes of
-  // it (0: one halving only). The credit window is the slot count, and a relay's credit loop
-  // (a chunk's write out and in, its forwards, the credit's write out and in: ~30-40 us in
-  // rmacc-sim's h200 preset) is fixed in time, so small chunks need more of them in flight:
-  // uniform 16 MiB on 96 / 128 x 8 GPUs (149 / 112 KiB payloads) 0.60 / 0.49 -> 0.79 / 0.62 of
-  // the bound with 16 slots. A wider window costs where the chunks already cover the loop
-  // (224 KiB on 64 nodes: 0.91 -> 0.85 with 16) and for skewed traffic, whose largest payload
-  // keeps the slots few here. The library sets libraryFitWindowBytes().
+  // Deeper fitting: a fitted call halves its slots again (up to 8 x slots) while its largest
+  // payload still fits half a slot and the slots hold less than this many bytes of it (0: one
+  // halving only). The credit window is the slot count, and a relay's credit loop (a chunk's
+  // write out and in, its forwards, the credit's write out and in) is fixed in time, so small
+  // chunks need more of them in flight; a wider window costs where the chunks already cover the
+  // loop and for skewed traffic, whose largest payload keeps the slots few here. The library
+  // sets libraryFitWindowBytes() (docs/decisions.md#fit-window).
   uint64_t fitWindowBytes = 0;
   // And, for a largest payload below this many bytes, again (up to 8 x slots) while the node
-  // rounds outnumber four times the slots (0: never). The window above is a time of wire; with
-  // payloads this small a node round costs the proxy about as much as the wire (at 2 us a write,
-  // 6 writes a round on 4 threads: 3 us, 150 KB of a 50 GB/s NIC), its queues stretch the credit
-  // loop, and more steps in flight keep the NIC busy (rmacc-sim, uniform 16 MiB on 96 / 112 /
-  // 128 x 8 GPUs, 149 / 128 / 112 KiB payloads: 0.786 / 0.694 / 0.623 -> 0.817 / 0.803 / 0.716
-  // of the bound with 32 slots). Above it, or with few rounds, deeper costs: 80 nodes (179 KiB)
-  // 0.845 -> 0.825, uniform 4 MiB on 24 nodes (149 KiB, 23 rounds) 0.623 -> 0.598 (RESULTS
-  // §31). The library sets libraryDeepFitBelow().
+  // rounds outnumber four times the slots (0: never). With payloads this small a node round
+  // costs the proxy about as much as the wire, its queues stretch the credit loop, and more
+  // steps in flight keep the NIC busy; above it, or with few rounds, deeper costs. The library
+  // sets libraryDeepFitBelow() (docs/decisions.md#deep-fit).
   uint64_t deepFitBelow = 0;
-  // Relay release (RESULTS §25), on communicators of 2 .. this many nodes whose slots are not
-  // fitted (0: never). A call's first relay steps reuse slots of the call before, so each
-  // waited for a credit the relay sent once it had started the call: at 2 nodes the first relay
-  // put, and the NIC, waited ~8 us (proxy, wire, proxy) every call. Instead each relay sends
-  // its first writer of the next call (its rail peer on round 1's sending node, whatever the
-  // counts) one release credit once the slots of that call's first releasedSteps() steps are
-  // free, and that writer waits for it among its completion waits: its first steps of the next
-  // call then wait for nothing (releasedHere). The library sets 17 (plan_build.h).
+  // Relay release, on communicators of 2 .. this many nodes whose slots are not fitted (0:
+  // never). A call's first relay steps reuse slots of the call before, so each would wait for a
+  // credit the relay sends once it has started the call (proxy, wire, proxy) before the first
+  // relay put of every call. Instead each relay sends its first writer of the next call (its
+  // rail peer on round 1's sending node, whatever the counts) one release credit once the slots
+  // of that call's first releasedSteps() steps are free, and that writer waits for it among its
+  // completion waits: its first steps of the next call then wait for nothing (releasedHere).
+  // The library sets 17 (plan_build.h; docs/decisions.md#relay-release).
   int releaseRelayUpTo = 0;
-  // Joined forwards (RESULTS §28) of chunks below this many bytes (0: never): where a relay
-  // has several steps at one position (small rounds sharing it), each of such chunks, each
-  // step's forwards also wait for the other steps' chunks and each step's credit for all of
-  // their forwards, so that the relay's copy stream runs them as one batch of copies and one
-  // of signal writes, a write per receiver (the executor merges writes to one signal in a
-  // batch), instead of a batch per step. Small chunks only: a step's batch costs the stream
-  // about as much as a few hundred KiB take on the wire, and larger ones only wait longer
-  // for their forwards and credits. The library sets libraryJoinForwardsBelow().
+  // Joined forwards of chunks below this many bytes (0: never): where a relay has several steps
+  // at one position (small rounds sharing it), each of such chunks, each step's forwards also
+  // wait for the other steps' chunks and each step's credit for all of their forwards, so that
+  // the relay's copy stream runs them as one batch of copies and one of signal writes, a write
+  // per receiver (the executor merges writes to one signal in a batch), instead of a batch per
+  // step. Small chunks only: a step's batch costs the stream about as much as a few hundred KiB
+  // take on the wire, and larger ones only wait longer for their forwards and credits. The
+  // library sets libraryJoinForwardsBelow() (docs/decisions.md#joined-forwards).
   uint64_t joinForwardsBelow = 0;
   // The most steps one joined batch takes (0: every such step of the position). Each step's
-  // credit waits for the group's last chunk, so a whole position of 4 rounds held the first
-  // step's credit back by 3 chunks of wire, and the writers' puts two positions on waited for
-  // it (RESULTS §29): pairs keep most of the batching and little of that wait.
+  // credit waits for the group's last chunk, so a whole position of 4 rounds would hold the
+  // first step's credit back by 3 chunks of wire, and the writers' puts two positions on would
+  // wait for it: pairs keep most of the batching and little of that wait.
   int joinForwardsSteps = 2;
-  // Quiet puts (RESULTS §30): a rank's CE puts with data to one receiver signal only with the
-  // last of them in the call (Op::quiet). The receiver waits for each source's data once, for
-  // its total, at the end (completion waits), so the signal writes of earlier puts told it
-  // nothing; on the copy stream each was a memory-op item (~0.6 us on H200), and a relay
-  // forwarding small chunks to its 7 node-mates wrote one per receiver and step.
+  // Quiet puts: a rank's CE puts with data to one receiver signal only with the last of them in
+  // the call (Op::quiet). The receiver waits for each source's data once, for its total, at the
+  // end (completion waits), so the signal writes of earlier puts would tell it nothing and cost
+  // a memory-op item each on the copy stream (docs/decisions.md#quiet-puts).
   bool quietPuts = true;
 };
 

@@ -104,13 +104,12 @@ void settleGather(Op& op) {
 
 // Chunks are whole multiples of minChunkBytes: with blocks of a power-of-two size (the usual
 // case) a chunk boundary then falls between blocks, not inside one, where it would cost one more
-// put and one more forward (rmacc-sim, 2 x 8 GPUs at 16 MiB: chunks of 1.75 MiB over 1 MiB
-// blocks reach 0.67 of the bound, chunks of 2 MiB 0.71). So a payload may take fewer than
+// put and one more forward (docs/decisions.md#half-unit-chunks). So a payload may take fewer than
 // minChunksPerRound chunks when it is under minChunksPerRound x minChunkBytes. Where a chunk's
 // share is one to two units it is rounded to half units instead, and is still at least one:
-// rounded to whole units the last chunk was as little as a fifth of the first, and its slivers
-// of blocks each a forward of their own at the call's tail (rmacc-sim, uniform 12 / 15 / 16 MiB
-// on 5 x 8 GPUs 0.696 / 0.839 / 0.890 -> 0.784 / 0.901 / 0.903 of the bound, RESULTS §25). Not
+// rounded to whole units the last chunk could be as little as a fifth of the first, and its
+// slivers of blocks each a forward of their own at the call's tail
+// (docs/decisions.md#half-unit-chunks). Not
 // in the last round, whose own unit is finer already.
 uint64_t chunkBytes(uint64_t total, const Options& options, bool lastRound) {
   const uint64_t slot = options.slotBytes;

@@ -23,10 +23,11 @@ enum Phase : int {
   kPhaseForward,     // CE forwards of that chunk
   kPhasePut,         // intra-node CE puts, self copy, relay and direct proxy puts; a writer's
                      // wait for the credit of a relay chunk too, drafted right before that
-                     // chunk's put: on its proxy-put lane (on the proxy-wait lane it queued
-                     // behind the relay-data waits of the rank's own forwards, RESULTS §19),
-                     // and in the same phase, so that where small rounds share a position each
-                     // round's put follows its own credit, not every round's (RESULTS §22)
+                     // chunk's put: on its proxy-put lane (on the proxy-wait lane it would
+                     // queue behind the relay-data waits of the rank's own forwards), and in
+                     // the same phase, so that where small rounds share a position each
+                     // round's put follows its own credit, not every round's
+                     // (docs/decisions.md#credit-wait-lane)
   kPhaseCredit,      // credit for the step that reuses the slot, after those forwards; after
                      // this batch's puts, which share its proxy-put lane and must not queue
                      // behind forwards they do not depend on
@@ -40,33 +41,29 @@ constexpr int kFinalBatch = INT_MAX / kNumPhases - 1;  // bounds the pipeline's 
 // after the entry waits. So the waits are checked while the call's data arrives, the direct
 // puts' from remote rail peers round by round, on a stream of their own where a rank has
 // sources on two or more other nodes (plan/completion_waits.h), and a call's tail is the waits
-// on its last round's sources alone. At the end of
-// the lanes, as before, they ran one after another (~1 us of stream time each, RESULTS §20.1)
-// once the last relay wait or the last forward was through: 15 + 7 of them at 16 x 8 GPUs.
-// On the proxy-wait lane mid-call a wait on a large, late direct put held up the relay waits
-// behind it (rmacc-sim, zipf 256 MiB on 32 x 8: 0.93 -> 0.89 of the bound).
+// on its last round's sources alone. At the end of the lanes they would run one after another
+// (~1 us of stream time each) once the last relay wait or the last forward was through; on the
+// proxy-wait lane a wait on a large, late direct put would hold up the relay waits behind it
+// (docs/decisions.md#completion-waits).
 inline int completionKeyBatch(int last) { return last + 1; }
 
 // Local rank of the m-th block (m = 0 .. L-2) of a relay payload, on a node of L ranks, into
 // the relay of local rank `relay`: the relay's node-mates in local-rank order starting after the
 // relay (its own block goes direct). Rotated so that the relays of a node, forwarding at the
 // same time, start on different peers and end on different peers: in plain local order every
-// relay's first forward went to local rank 0 and its last to rank L-1, whose NVLink ingress
-// then carried L-1 forwards at once (rmacc-sim, 2 x 8 at 256 MiB: the last chunk's forwards
-// took 300 us instead of 42). Every party that lays out or reads a payload uses this order.
+// relay's first forward would go to local rank 0 and its last to rank L-1, whose NVLink
+// ingress would then carry L-1 forwards at once (docs/decisions.md#payload-order). Every party
+// that lays out or reads a payload uses this order.
 inline int payloadLocal(int relay, int L, int m) { return (relay + 1 + m) % L; }
 
 // Order of a rank's completion waits on sources whose last data comes in the same batch: a
 // node-mate's last forwards (payloadLocal) and its intra-node puts (Planner::addIntraNode) both
 // reach local rank `me` from local rank j at position (me - j - 1) mod L, so waiting in that
 // order lets the later signals land while the earlier waits are checked; in local-rank order
-// the first wait was often on the last signal to land and the other waits, each ~1 us of
-// stream time (RESULTS §20.1), all came after it (rmacc-sim, 16 x 8 GPUs uniform 16 MiB: the
-// 7 waits of a call's tail). Remote sources, where they tie with those, come after them in
-// the order of the node rounds their data comes in (rank order within a round): the last
-// position's direct puts land round after round, and in rank order the first wait was on the
-// last of them, the others each costing the stream ~0.9 us after it (rmacc-sim, uniform 16 MiB
-// on 128 x 8 GPUs: 15 such waits, RESULTS §35).
+// the first wait would often be on the last signal to land and the other waits, each ~1 us of
+// stream time, would all come after it. Remote sources, where they tie with those, come after
+// them in the order of the node rounds their data comes in (rank order within a round): the
+// last position's direct puts land round after round (docs/decisions.md#completion-waits).
 inline int64_t finalWaitOrder(const Topology& topo, int me, int src) {
   if (!topo.sameNode(me, src)) {
     const int round = topo.recvRound(topo.nodeOf(me), topo.nodeOf(src));
@@ -161,35 +158,26 @@ inline bool slotsFitted(const Options& base, const Options& call) {
   return call.slots != base.slots;
 }
 // Options::fitSlotsFrom as the library sets it for `slots` slots: more node rounds than four
-// times the slots (RESULTS §20.4). rmacc-sim plans with the same.
+// times the slots (docs/decisions.md#fitted-slots). rmacc-sim plans with the same.
 inline int libraryFitSlotsFrom(int slots) { return 4 * slots + 2; }
-// Options::fitWindowBytes as the library sets it: 2 MiB, 40 us of a 50 GB/s NIC. On 96 / 128
-// nodes 16 slots of uniform 16 MiB's payloads (2.3 / 1.8 MiB) lifted it from 0.60 / 0.49 to
-// 0.79 / 0.62 of the bound (rmacc-sim h200, RESULTS §30, with 1.5 MiB). Since the proxy is
-// modelled as it runs (§33), 8 slots of 224 KiB (1.75 MiB, 64 nodes) are too few: 16 lift
-// 64 nodes from 0.81 to 0.86 (0.87 with 8 proxy threads), random 16 MiB on 112 / 128 nodes
-// from 0.62 / 0.58 to 0.76 / 0.75, uniform 8 MiB on 32 / 36 nodes from 0.76 / 0.75 to
-// 0.79 / 0.79; nothing else moves by more than 0.01 (§34).
+// Options::fitWindowBytes as the library sets it: 2 MiB, 40 us of a 50 GB/s NIC, about a
+// relay's credit loop (docs/decisions.md#fit-window).
 inline uint64_t libraryFitWindowBytes() { return 2ull << 20; }
 // Options::deepFitBelow as the library sets it: 160 KiB, between the payloads that gain from
-// the deepest slots (149 KiB at 96 x 8 GPUs, uniform 16 MiB) and those that lose (179 KiB at
-// 80; rmacc-sim h200, RESULTS §31).
+// the deepest slots and those that lose (docs/decisions.md#deep-fit).
 inline uint64_t libraryDeepFitBelow() { return 160ull << 10; }
 // Options::minChunksPerRound as the library sets it on nNodes: 2 up to 5 nodes, else 0 (chunks
 // of a slot). With few node rounds the last chunk's forwards are the call's tail; two chunks,
-// with the direct put after them at 2 nodes (directPositions), overlap them with the wire
-// (rmacc-sim, uniform 16 MiB on 2 / 4 x 8 GPUs 0.82 / 0.85 -> 0.90 / 0.89 of the bound, zipf
-// 16 MiB 0.75 / 0.64 -> 0.84 / 0.78); from 6 nodes two chunks cost uniform 16 MiB up to 0.20
-// (RESULTS §22.8). rmacc-sim plans with the same.
+// with the direct put after them at 2 nodes (directPositions), overlap them with the wire; with
+// more rounds other rounds hide them and the extra ops cost (docs/decisions.md#min-chunks).
+// rmacc-sim plans with the same.
 inline int libraryMinChunks(int nNodes) { return nNodes <= 5 ? 2 : 0; }
 // Options::lastRoundMinChunks and ::lastRoundMinChunkBytes as the library sets them on nNodes:
 // 3 chunks of whole 512 KiB from 3 nodes, off on 2 (its one round is also the first, cut by
 // minChunksPerRound). The last round's forwards are the call's tail on every node count;
 // cutting only that round costs a put, a wait and a credit or two more per relay and call.
-// Two chunks of whole MiB (the first rule, RESULTS §23) left it whole below 2 MiB, from 9
-// nodes at 16 MiB per rank (rmacc-sim, uniform 16 MiB, 8 GPUs a node, 3 / 4 / 6 / 12 / 16
-// nodes: 0.896 / 0.898 / 0.894 / 0.893 / 0.888 -> 0.899 / 0.913 / 0.905 / 0.900 / 0.904 of the
-// bound; 2 nodes 0.889 -> 0.879 with it; RESULTS §24). rmacc-sim plans with the same.
+// Units of a whole MiB would leave it whole below 2 MiB (docs/decisions.md#last-round-chunks).
+// rmacc-sim plans with the same.
 inline int libraryLastRoundMinChunks(int nNodes) { return nNodes > 2 ? 3 : 0; }
 inline uint64_t libraryLastRoundMinChunkBytes() { return 512ull << 10; }
 // Whether calls on nNodes may get fitted slots (Options::fitSlotsFrom).
@@ -251,23 +239,15 @@ void forEachJoinedGroup(size_t n, const Options& options, PosOf&& posOf, BytesOf
     if (to - from > 1) f(from, to);
   }
 }
-// Options::joinForwardsBelow as the library sets it: rmacc-sim, uniform 16 MiB on 64 / 128 x 8
-// GPUs (224 / 112 KiB chunks) 0.594 / 0.320 -> 0.737 / 0.450 of the bound with whole positions
-// joined, 0.845 / 0.494 in pairs (Options::joinForwardsSteps); joining the 448 KiB chunks of
-// 32 nodes or the 597 KiB ones of 24 cost 0.01 / 0.06 instead (RESULTS §28, §29).
+// Options::joinForwardsBelow as the library sets it: 384 KiB, below the chunk sizes whose
+// forwards lose by waiting for each other (docs/decisions.md#joined-forwards).
 inline uint64_t libraryJoinForwardsBelow() { return 384ull << 10; }
 // Options::releaseRelayUpTo as the library sets it: every node count whose slots are not
 // fitted with the default 4 slots (libraryFitSlotsFrom(4) - 1), where the release goes to each
 // relay's first writer alone (releasedHere). At 2 the one round is cut into minChunksPerRound =
-// 2 chunks, so the release frees a call's whole round (rmacc-sim, uniform / zipf 16 MiB on 2 x
-// 8 GPUs 0.889 / 0.841 -> 0.913 / 0.872 of the bound, RESULTS §25); at 3, once the entry
-// signals to other peers no longer go before the first relay puts (earlySignalPhase), uniform
-// 16 MiB 0.899 -> 0.926 (§26); at 4-17 nodes, with one release per relay, uniform 16 MiB
-// +0.02 to +0.045 of the bound (4 / 5 / 8 / 12 / 16 nodes 0.913 / 0.903 / 0.902 / 0.900 /
-// 0.904 -> 0.944 / 0.948 / 0.931 / 0.927 / 0.931), but calls of 4 MiB on 8-17 nodes up to
-// 0.03 less (RESULTS §27). A release to every writer cost 4 MiB more than it gained from 4
-// nodes (its N - 1 writes out and in, §26.7). Where the host enqueues each call only after the
-// last one is done the release costs up to 0.04 of the bound instead (§25.7, §27).
+// 2 chunks, so the release frees a call's whole round; on 3 it needs the entry signals to other
+// peers after the first relay puts (earlySignalPhase). One writer only: a release to every
+// writer costs N - 1 writes out and in per call (docs/decisions.md#relay-release).
 inline int libraryReleaseRelayUpTo() { return 17; }
 // The steps of a call at a relay that the release of the call before freed: the release goes
 // to one writer, the relay's first writer of round 1 (the rank of round 1's sending node on its
@@ -296,10 +276,8 @@ inline bool stepNeedsCredit(uint64_t callStep, uint64_t t, const Options& option
 // The relay then sends no entry signal to that writer: one signal fewer for each proxy, out and
 // in, per pair of nodes and call. Used for carried credits (the first window), and for every
 // credit in a call whose slots are fitted (`fitted`, callOptions): calls of small payloads on
-// many nodes, which are proxy-bound (uniform 16 MiB on 32 / 64 / 128 x 8 GPUs 0.62 / 0.31 /
-// 0.15 -> 0.67 / 0.38 / 0.19 of the bound in rmacc-sim). Past the first window of other calls
-// the entry signals stay: they keep the nodes' rounds in step (without them zipf 256 MiB on 8
-// / 32 nodes 0.85 / 0.90 -> 0.76 / 0.79, RESULTS §21).
+// many nodes, which are proxy-bound. Past the first window of other calls the entry signals
+// stay: they keep the nodes' rounds in step (docs/decisions.md#entry-by-credit).
 inline bool entryByCredit(uint64_t callStep, uint64_t t, const Options& options, int nNodes,
                           bool fitted, uint64_t released) {
   return options.entrySignals && (fitted || callStep < (uint64_t)creditWindow(options)) &&
@@ -321,14 +299,12 @@ inline bool putsToAt(const Topology& topo, int rank, const std::vector<int>& rou
 // position `waitPos`, goes on its proxy-put lane: at the position's start, or where relays
 // release themselves (the position's relay puts wait for nothing) and the wait comes at a later
 // position, after the position's puts (kPhaseCredit, still below the wait's key), so that the
-// first data leaves first: at 3 x 8 GPUs each of the proxy's signals held it up by a write out
-// while the proxy also took in its peers' (rmacc-sim: the first data left at 15 us, and the
-// signals are needed a round later; RESULTS §26). Not where those puts go to `to` itself: a
-// signal does not pass data to its own peer, and behind a chunk on a wire without pacing it
-// came milliseconds late (rmacc-sim, h200-loopback, 2 x 2 random 64 MiB 18.8 -> 22.5 ms).
-// Not without relays (one rank a node, releasesRelay): there the position's puts are direct
-// puts, and small calls on 4 x 1 lost 13-18 us to the move (bench/sim_calibrate.sh, RESULTS
-// §27).
+// first data leaves first: each of the proxy's signals would hold it up by a write out while
+// the proxy also takes in its peers', and the signals are needed a round later. Not where
+// those puts go to `to` itself: a signal does not pass data to its own peer, and behind a
+// chunk on a wire without pacing it would come late. Not without relays (one rank a node,
+// releasesRelay): there the position's puts are direct puts, which small calls would wait on
+// (docs/decisions.md#early-signal-phase).
 inline Phase earlySignalPhase(const Topology& topo, const Options& options,
                               const std::vector<int>& roundBase, int from, int to, int pos,
                               int waitPos) {
@@ -375,13 +351,11 @@ std::vector<Op> sortDrafts(std::vector<Draft>& drafts, int rank);
 std::vector<int> roundBases(const std::vector<uint64_t>& roundChunks, const Options& options);
 // Pipeline position of each round's direct puts (index 0 unused), from roundBases' result and
 // the same chunk counts: the round's last, so that they leave after the round's relay chunks and
-// the forwards of the last chunk overlap them on the wire instead of following it (rmacc-sim,
-// RESULTS §21: the DeepSeek-V3-like dispatch on 8 x 8 GPUs 0.88 -> 0.94 of its bound, zipf
-// 256 MiB on 8 / 16 nodes 0.75 / 0.86 -> 0.85 / 0.92). With one node round (2 nodes) only
-// where the round's chunks fit the credit window `window` (none waits for a credit freed in the
-// call); else its first: nothing else then fills the writer's NIC while the round's later chunks
-// wait for credits, and a large direct block (a hot receiver's) at the end cost the dispatch
-// 0.98 -> 0.93 (RESULTS §22.8).
+// the forwards of the last chunk overlap them on the wire instead of following it. With one
+// node round (2 nodes) only where the round's chunks fit the credit window `window` (none waits
+// for a credit freed in the call); else its first: nothing else then fills the writer's NIC
+// while the round's later chunks wait for credits, and a large direct block (a hot receiver's)
+// at the end would be the call's tail (docs/decisions.md#direct-after-chunks).
 std::vector<int> directPositions(const std::vector<int>& base,
                                  const std::vector<uint64_t>& roundChunks, int window);
 

@@ -350,8 +350,8 @@ void Planner::addDirect(int src, int k) {
 // step's forwards also wait for the others' chunks, and each step's credit for all of their
 // forwards (forEachJoinedGroup), so that the relay's copy stream takes them as one batch of
 // copies and then signal writes, one write per receiver (the executor merges writes to one
-// signal in a batch), instead of a batch per step: from 64 nodes at 16 MiB a rank the signal
-// writes of a batch per step, not the wire, bounded the call (RESULTS §28). The chunks of one
+// signal in a batch), instead of a batch per step, whose signal writes would bound many-node
+// calls (docs/decisions.md#joined-forwards). The chunks of one
 // position arrive together anyway (the writers' puts share the relay's NIC).
 void Planner::joinForwards(int relay) {
   auto& steps = relaySteps_[relay];
@@ -404,8 +404,8 @@ void Planner::addCredits(int relay) {
 // those were an earlier call's), after the relay's last put of the call so that it holds up
 // none. The writer waits for it among its completion waits, at the end; its first steps of the
 // next call then need no credit carried from the relay's start of that call (releasedHere).
-// One write out and one in per rank and call: a release to every writer of the next call cost
-// N - 1 of each, more than it gained from 4 nodes (RESULTS §26.7).
+// One write out and one in per rank and call: a release to every writer of the next call would
+// cost N - 1 of each (docs/decisions.md#relay-release).
 void Planner::addRelease(int relay) {
   const int w = releaseWriterOf(topo_, relay);
   if (!releasesRelay(topo_, opt_) || w < 0) return;

@@ -15,20 +15,17 @@ namespace rmacc {
 // nothing else closes it (a run of proxy puts closes it sooner, proxyRunEnds).
 constexpr size_t kFlushAtMemOps = 16;
 // A run of proxy puts goes over at its end only where the stream's next hand-over is at least
-// this many ops later: with fewer, that comes about as soon, and one more backend call (1.5-2.5
-// us of the host's, RESULTS §8.3) costs more than it gains: without this rule the calls of
-// 2 x 2 and 4 x 2 at steady state took 8 and 14 backend calls, with it 7 and 12 (11 without
-// run ends, tests/call_cost_test.cc), and in rmacc-sim a rule of 24 ops lost 0.02-0.03 of the
-// bound at 2-16 x 8 GPUs (RESULTS §22.7).
+// this many ops later: with fewer, that comes about as soon, and one more backend call costs
+// more than it gains (tests/call_cost_test.cc holds the counts;
+// docs/decisions.md#proxy-run-ends).
 constexpr size_t kRunEndOpsAfter = 16;
 
 // By op: 1 for a proxy put whose batch goes to the backend right after it. A run of proxy puts
 // shares one store of its queue's ready flag, which releases them; the run ends where the
 // stream's next op is not a put that joins the store (a wait, or a put that first waits on
-// another stream). Left open, the batch waited for 16 memory ops or the end of the call, and
-// the puts for as long as the ops in between took to enqueue (rmacc-sim with the host cost per
-// backend call, 2 / 4 / 8 x 8 GPUs at 16 MiB: 0.67 / 0.71 / 0.69 of the bound against
-// 0.71 / 0.77 / 0.74, bench/RESULTS.md §22.7); unless the stream's next hand-over comes fewer
+// another stream). Left open, the batch would wait for 16 memory ops or the end of the call,
+// and the puts for as long as the ops in between take to enqueue
+// (docs/decisions.md#proxy-run-ends); unless the stream's next hand-over comes fewer
 // than kRunEndOpsAfter ops later. streamOf[i]: op i's stream (any ordered key).
 template <class StreamKey, class IsProxyPut>
 std::vector<char> proxyRunEnds(const std::vector<plan::Op>& ops,

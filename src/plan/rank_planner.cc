@@ -22,7 +22,8 @@ struct Source {
 
 // What planning a call needs besides its result, kept from call to call (one per thread): at
 // 1,024 ranks a call drafts ~2,700 ops, and allocating drafts, dep lists, payload blocks and
-// per-rank tables anew each time cost about as much as building the ops (RESULTS §9).
+// per-rank tables anew each time cost about as much as building the ops
+// (docs/decisions.md#plan-scratch).
 struct Scratch {
   struct Draft {
     Op op;  // op.deps and op.gather stay empty: the deps are deps[depAt .. depAt + depCount),

@@ -105,7 +105,7 @@ int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test)
     for (int i = 0; opts.graph && i < b.nSend; ++i)
       graphs.push_back(ctx.device->captureGraph(ctx.stream, [&] { test.launch(b.send[i].ptr, b.recv.ptr, l); }));
     // A captured call with device counts is enqueued at each replay by the progress thread: at
-    // most 8 replays ahead of the device (README, CUDA graphs), so such replays are synchronised
+    // most 8 replays ahead of the device (docs/usage.md, CUDA graphs), so such replays are synchronised
     // every 8 (fixed counts and padded calls on one node are in the graph whole: no limit).
     auto launch = [&] {
       const int i = calls++ % b.nSend;

@@ -36,7 +36,7 @@ int deviceAttribute(CUdevice dev, CUdevice_attribute attr) {
 }
 
 // A kernel's first launch under lazy loading waits for the whole context to go idle, and work
-// enqueued meanwhile waits for the load (bench/RESULTS.md §13.1): a call whose work is still to
+// enqueued meanwhile waits for the load (docs/decisions.md#eager-module-loading): a call whose work is still to
 // be enqueued when its caller launches a new kernel (a peer later than RMACC_ENQUEUE_WAIT_MS,
 // or counts on the device) deadlocks. Said once per process.
 void warnIfLazyLoading() {
@@ -46,7 +46,7 @@ void warnIfLazyLoading() {
   std::call_once(once, [] {
     WARN("CUDA loads modules lazily: a kernel launched for the first time while an rmacc call "
          "still waits for a late peer or for its device counts deadlocks; set "
-         "CUDA_MODULE_LOADING=EAGER before CUDA starts (README, Status)");
+         "CUDA_MODULE_LOADING=EAGER before CUDA starts (docs/limits.md)");
   });
 }
 
