@@ -9,6 +9,9 @@ cmake --build build-gpu -j 32 > $OUT/build.log 2>&1 || { tail -20 $OUT/build.log
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 ngpu=$(nvidia-smi -L | grep -c GPU)
+# One-process tests that need a GPU context of their own (they skip, naming MPS, under it).
+(cd build-gpu && timeout 200 ctest -R "CudaBackendTest.WaitingUserStreams" --output-on-failure) > $OUT/gpu-tests-no-mps.log 2>&1
+echo "gpu tests without MPS: exit $?"; grep -E "tests passed|tests failed|Test +#" $OUT/gpu-tests-no-mps.log
 (( ngpu < 2 )) && nvidia-cuda-mps-control -d
 (cd build-gpu && RMACC_TIMEOUT_S=60 timeout 400 ctest -R "Cuda|Gpu" --output-on-failure --timeout 200) > $OUT/gpu-tests.log 2>&1
 echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|Test +#" $OUT/gpu-tests.log | tail -16

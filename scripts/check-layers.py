@@ -4,9 +4,11 @@
 The layers, bottom up (DESIGN.md §3): what everything uses (core/: errors, logging, config,
 topology); the operating system's shared memory, futexes and peer file descriptors (os/);
 the backends, the bootstrap and the pure planner (each on its own: none includes another);
-the network; the executor, which runs plans (exec/); the collective call: its arguments, its
-three paths, the progress thread, the count exchange, the plan cache (coll/); the communicator
-and its windows (comm/); the C API. A file may include headers of its own folder and of lower layers only.
+the network; the executor, which runs plans or records them into graphs (exec/); the
+collective call: its arguments, its three paths (enqueued, triggered at replay, in the graph),
+the progress thread, the count exchange, the plan cache, target and buffer selection (coll/);
+the communicator and its windows (comm/); the C API. A file may include headers of its own
+folder and of lower layers only; so coll/ sits between comm/ and {plan/, exec/}.
 
 With --faces, checks instead that no file under any DIR (tools/, lab/, bench/: the code outside
 the library other than its tests) includes a header of the library other than include/rmacc.h
@@ -126,8 +128,20 @@ def self_test():
         down = [v for v in violations(src) if "KNOWN" not in v]
         open(os.path.join(src, "net", "y.h"), "w").write('#include "exec/x.h"\n')
         up = [v for v in violations(src) if "KNOWN" not in v]
+        # The collective floor sits above the executor and below the communicator.
+        for folder in ("coll", "comm"):
+            os.makedirs(os.path.join(src, folder))
+        open(os.path.join(src, "net", "y.h"), "w").write("")
+        open(os.path.join(src, "coll", "c.h"), "w").write('#include "exec/x.h"\n')
+        open(os.path.join(src, "comm", "m.h"), "w").write('#include "coll/c.h"\n')
+        floor_down = [v for v in violations(src) if "KNOWN" not in v]
+        open(os.path.join(src, "exec", "x.h"), "w").write('#include "coll/c.h"\n')
+        floor_up = [v for v in violations(src) if "KNOWN" not in v]
     ok = not down and len(up) == 1 and up[0].startswith("net/y.h (net) includes exec/x.h")
-    print("self-test", "passed" if ok else f"FAILED: down={down} up={up}")
+    ok = ok and not floor_down and len(floor_up) == 1 and floor_up[0].startswith(
+        "exec/x.h (exec) includes coll/c.h")
+    print("self-test", "passed" if ok else
+          f"FAILED: down={down} up={up} floor_down={floor_down} floor_up={floor_up}")
     return 0 if ok and faces_self_test() else 1
 
 

@@ -6,12 +6,14 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -152,6 +154,21 @@ TEST(CudaBackendMultiProcess, ExportImportPutSignal) {
 }
 
 // --- One process.
+
+// Why contexts on `device` are MPS clients ("" when they are not): the driver's own answer
+// where it gives one (cudaDevAttrMpsEnabled), else a running control daemon's pipe
+// (CUDA_MPS_PIPE_DIRECTORY, default /tmp/nvidia-mps), through which new contexts would connect.
+std::string mpsInUse(int device) {
+  int enabled = 0;
+  if (cudaDeviceGetAttribute(&enabled, cudaDevAttrMpsEnabled, device) == cudaSuccess)
+    return enabled ? "cudaDevAttrMpsEnabled is 1 on device " + std::to_string(device) : "";
+  (void)cudaGetLastError();  // a driver older than the attribute
+  const char* dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string control = std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control";
+  struct stat st {};
+  if (stat(control.c_str(), &st) == 0) return "the MPS control pipe " + control + " exists";
+  return "";
+}
 
 class CudaBackendTest : public ::testing::Test {
  protected:
@@ -364,7 +381,15 @@ TEST_F(CudaBackendTest, WriteWaitBetweenStreams) {
 // take a priority of their own. Before they did, a PyTorch MoE step hung this way. 70 user
 // streams (more than two rounds of queues) and the legacy stream, against 40 internal streams
 // made after them; the user's rmaccStreamCreate streams must not take rmacc's priority either.
+//
+// Its premise is a process that owns its GPU context and with it the hardware queues its streams
+// map to; under MPS the context is the MPS server's, shared with every client, and the queues
+// are not this process's to order (it failed there, issue 50 item 8). So it checks that MPS is
+// off and reports a skip with the reason otherwise; bench/gpu_tests.sh runs it before starting
+// MPS.
 TEST_F(CudaBackendTest, WaitingUserStreamsNeverBlockInternalStreams) {
+  const std::string mps = mpsInUse(0);
+  if (!mps.empty()) GTEST_SKIP() << "needs a GPU context of its own, but MPS is in use (" << mps << ")";
   constexpr int kUser = 70, kInternal = 40;
   std::vector<cudaStream_t> user(kUser + 1, nullptr);  // the last is the legacy stream
   for (int u = 0; u < kUser; ++u)

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,119 @@ TEST_P(BadInput, RejectedWithReasonAndCommUsable) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Topologies, BadInput,
+                         testing::Values(std::vector<int>{0, 0}, std::vector<int>{0, 1},
+                                         std::vector<int>{0, 1, 0, 1}));
+
+// Receive blocks that truly overlap are refused (the result would depend on arrival order);
+// blocks that only touch, or an empty block placed inside another, are not. One byte is the
+// element (rmaccUint8), so the smallest overlap is one byte. Each layout runs twice: on every
+// rank (each refuses with the reason), and on the last rank alone (it refuses, the others'
+// calls fail naming it: none returns success with half the data). A good call follows each.
+class RecvOverlap : public testing::TestWithParam<std::vector<int>> {};
+
+struct OverlapLayout {
+  const char* name;
+  bool overlaps;
+  // The receive displacements of rank `me` of `n` (blocks of kBlock bytes from every rank, but
+  // an empty one from the last rank to rank 0 where emptyLastToFirst).
+  std::function<std::vector<size_t>(int n, int me)> rdispls;
+  bool emptyLastToFirst = false;
+};
+
+TEST_P(RecvOverlap, RefusedOnEveryPathAndCommUsable) {
+  const std::vector<int> nodeOf = GetParam();
+  const int n = (int)nodeOf.size();
+  constexpr size_t kBlock = 64;
+  auto packed = [](int n, int = 0) {
+    std::vector<size_t> d(n);
+    for (int p = 0; p < n; ++p) d[p] = (size_t)p * kBlock;
+    return d;
+  };
+  const std::vector<OverlapLayout> layouts = {
+      {"blocks back to back", false, packed},
+      {"block 1 starts at block 0's last byte", true,
+       [packed](int n, int) {
+         auto d = packed(n);
+         d[1] = d[0] + kBlock - 1;
+         return d;
+       }},
+      {"two blocks at one displacement", true,
+       [packed](int n, int) {
+         auto d = packed(n);
+         d[n - 1] = d[0];
+         return d;
+       }},
+      {"descending order, the highest block one byte into the next", true,
+       [](int n, int) {
+         std::vector<size_t> d(n);
+         for (int p = 0; p < n; ++p) d[p] = (size_t)(n - 1 - p) * kBlock + 1;
+         d[0] -= 1;  // block 0 (highest) now starts at block 1's last byte
+         return d;
+       }},
+      {"gaps between blocks", false,
+       [](int n, int) {
+         std::vector<size_t> d(n);
+         for (int p = 0; p < n; ++p) d[p] = (size_t)p * (kBlock + 3);
+         return d;
+       }},
+      {"an empty block inside another", false,
+       [packed](int n, int me) {
+         auto d = packed(n);
+         if (me == 0) d[n - 1] = d[0] + 1;  // rank 0 alone receives nothing from the last rank
+         return d;
+       },
+       true},
+  };
+  runRanks(n, netOptions(nodeOf), [&](const RankContext& ctx) {
+    TestComm comm(ctx);
+    const int me = ctx.rank;
+    rmaccComm_t c = comm.get();
+    const size_t bytes = (size_t)n * (kBlock + 3) + 1;
+    std::vector<uint8_t> send(bytes), recv(bytes);
+    auto count = [&](const OverlapLayout& l, int src, int dst) {
+      return l.emptyLastToFirst && src == n - 1 && dst == 0 ? 0 : kBlock;
+    };
+    auto call = [&](const OverlapLayout& l, bool spoilHere) {
+      std::vector<size_t> sc(n), sd(n), rc(n), rd = packed(n);
+      for (int p = 0; p < n; ++p) {
+        sc[p] = count(l, me, p), sd[p] = (size_t)p * kBlock, rc[p] = count(l, p, me);
+        for (size_t i = 0; i < kBlock; ++i) send[sd[p] + i] = (uint8_t)(me * 16 + p + 3 * i);
+      }
+      if (spoilHere) rd = l.rdispls(n, me);
+      memset(recv.data(), 0xEE, recv.size());
+      rmaccResult_t r = rmaccAlltoAllv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(),
+                                       rd.data(), rmaccUint8, c, nullptr);
+      if (r == rmaccSuccess)  // the blocks must be there (with overlap, one of them is not)
+        for (int p = 0; p < n; ++p)
+          for (size_t i = 0; i < rc[p]; ++i)
+            if (recv[rd[p] + i] != (uint8_t)(p * 16 + me + 3 * i)) return rmaccInternalError;
+      return r;
+    };
+    for (const OverlapLayout& l : layouts) {
+      for (bool everyRank : {true, false}) {
+        const bool spoilHere = everyRank || me == n - 1;
+        rmaccResult_t r = call(l, spoilHere);
+        const std::string text = rmaccGetLastError(c);
+        const std::string what = std::string(l.name) + (everyRank ? " on every rank" : " on the last rank");
+        if (!l.overlaps) {
+          EXPECT_EQ(r, rmaccSuccess) << what << ": " << text;
+          continue;
+        }
+        if (spoilHere) {
+          EXPECT_EQ(r, rmaccInvalidArgument) << what;
+          EXPECT_NE(text.find("receive blocks overlap"), std::string::npos) << what << ": '" << text << "'";
+        } else {
+          EXPECT_EQ(r, rmaccInvalidUsage) << what << ": a peer's call that rank " << n - 1 << " refused";
+          EXPECT_NE(text.find("rank " + std::to_string(n - 1) + " rejected"), std::string::npos)
+              << what << ": '" << text << "'";
+        }
+        EXPECT_EQ(call(layouts[0], false), rmaccSuccess) << "after " << what << ": " << rmaccGetLastError(c);
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Topologies, RecvOverlap,
                          testing::Values(std::vector<int>{0, 0}, std::vector<int>{0, 1},
                                          std::vector<int>{0, 1, 0, 1}));
 

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
+#include "core/signal_contexts.h"
 #include "net/landing.h"
 #include "support/net_ranks.h"
 
@@ -102,6 +104,106 @@ TEST(LandingZoneTest, CopiesChecksCreditsAndSignals) {
   zone.arrived(1, 3);  // inside the small window still registered
   drain();
   EXPECT_EQ(window[kSlotBytes], 0x33);
+  EXPECT_TRUE(zone.idle());
+}
+
+// Every field a header names, with a valid checksum, at its last valid value (taken: the copy
+// lands and the signal names that context and index) and one past it (refused): a header from a
+// buggy or hostile peer names a signal the proxy raises by index into the signal array, so a
+// context or index one past the end would be a write past it, not an error.
+TEST(LandingZoneTest, HeaderFieldsAtTheirBoundaries) {
+  auto backend = createHostBackend(60);
+  const uint32_t kSlots = 4;
+  const uint64_t kSlotBytes = 4096;
+  auto memory = backend->allocateNicVisible(kSlots * (kLandingHeaderBytes + kSlotBytes));
+  char* row = static_cast<char*>(memory->ptr());
+  RemoteRegion fake{0, 0, memory->size()};
+  auto mr = std::make_unique<MemoryRegion>(nullptr, memory->ptr(), memory->size(), fake);
+  // Ranks 0 and 2 are this node's (no row); rank 1 puts here.
+  LandingZone zone(*backend, std::move(memory), std::move(mr), {-1, 0, -1}, kSlots, kSlotBytes);
+  std::vector<uint8_t> window(2 * kSlotBytes, 0xEE);
+  zone.allow(window.data(), window.size());
+  LandingTarget t;
+  t.region = fake, t.slots = kSlots, t.slotBytes = kSlotBytes;
+  struct Fields {
+    int slot = 0;
+    uint64_t dstOff = 0, bytes = 16;
+    int32_t ctx = 0, sigIdx = 0;
+  };
+  uint64_t putId = 100;
+  auto stage = [&](const Fields& f) {
+    memset(row + t.chunkOffset(f.slot), 0x5A, std::min<uint64_t>(f.bytes, kSlotBytes));
+    auto& h = *reinterpret_cast<LandingHeader*>(row + t.headerOffset(f.slot));
+    h = LandingHeader{};
+    h.dstAddr = (uint64_t)(uintptr_t)(window.data() + f.dstOff);
+    h.bytes = f.bytes, h.putId = ++putId, h.putChunks = 1, h.ctx = f.ctx, h.sigIdx = f.sigIdx;
+    h.check = h.checksum();
+  };
+  std::vector<std::tuple<int, int, int>> signals;
+  auto drain = [&] {
+    for (int i = 0; i < 10000 && !zone.idle(); ++i) {
+      zone.progress([](int, int) {},
+                    [&](int src, int ctx, int sig) { signals.emplace_back(src, ctx, sig); });
+      usleep(100);
+    }
+    ASSERT_TRUE(zone.idle());
+  };
+  auto taken = [&](const Fields& f, const char* what) {
+    stage(f);
+    signals.clear();
+    try {
+      zone.arrived(1, f.slot);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << " was refused: " << e.what();
+      return;
+    }
+    drain();
+    EXPECT_EQ(signals, (std::vector<std::tuple<int, int, int>>{{1, f.ctx, f.sigIdx}})) << what;
+    EXPECT_EQ(window[f.dstOff + f.bytes - 1], 0x5A) << what << ": not copied";
+    memset(window.data(), 0xEE, window.size());
+  };
+  auto refused = [&](const Fields& f, int src, const char* what) {
+    stage(f);
+    expectError(rmaccRemoteError, what, [&] { zone.arrived(src, f.slot); });
+  };
+  const int32_t lastCtx = kNumContexts - 1, lastSig = RMACC_MAX_SIGNALS - 1;
+  Fields f;
+  f.ctx = lastCtx;
+  taken(f, "the last context");
+  f.ctx = lastCtx + 1;
+  refused(f, 1, "a context one past the last");
+  f.ctx = -1;
+  refused(f, 1, "context -1");
+  f = Fields{};
+  f.sigIdx = lastSig;
+  taken(f, "the last signal index");
+  f.sigIdx = lastSig + 1;
+  refused(f, 1, "a signal index one past the last");
+  f.sigIdx = -1;
+  refused(f, 1, "signal index -1");
+  f = Fields{};
+  f.ctx = lastCtx, f.sigIdx = lastSig, f.slot = (int)kSlots - 1;
+  taken(f, "the last slot, context and signal together");
+  f = Fields{};
+  f.bytes = kSlotBytes;
+  taken(f, "a chunk filling its slot");
+  f.bytes = kSlotBytes + 1;
+  refused(f, 1, "a chunk one byte larger than its slot");
+  f.bytes = 1;
+  taken(f, "a one-byte chunk");
+  f.bytes = 0;
+  refused(f, 1, "an empty chunk");
+  f = Fields{};
+  f.dstOff = window.size() - f.bytes;
+  taken(f, "a chunk ending at the window's last byte");
+  f.dstOff += 1;
+  refused(f, 1, "a chunk one byte past the window");
+  f = Fields{};
+  refused(f, 2, "a chunk from a rank of this node after the one with a row");
+  refused(f, 3, "a chunk from a rank past the last");
+  refused(f, -1, "a chunk from rank -1");
+  expectError(rmaccRemoteError, "a slot one past the last", [&] { zone.arrived(1, (int)kSlots); });
+  expectError(rmaccRemoteError, "slot -1", [&] { zone.arrived(1, -1); });
   EXPECT_TRUE(zone.idle());
 }
 

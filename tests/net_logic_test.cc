@@ -74,17 +74,22 @@ TEST(ProxyBackoffTest, SpinsThenYieldsThenSleepsWithCaps) {
   double t = 1000;
   b.active(t);
   for (int i = 0; i < ProxyBackoff::kSpinRounds + ProxyBackoff::kYieldRounds; ++i)
-    EXPECT_EQ(b.idle(t, W::kNothing), 0);
-  EXPECT_DOUBLE_EQ(b.idle(t, W::kNothing), 1e-6);
-  EXPECT_DOUBLE_EQ(b.idle(t, W::kNothing), 2e-6);
+    EXPECT_EQ(b.idle(t, W::kWrites), 0);
+  EXPECT_DOUBLE_EQ(b.idle(t, W::kWrites), 1e-6);
+  EXPECT_DOUBLE_EQ(b.idle(t, W::kRelease), 2e-6);
   double s = 0;
-  for (int i = 0; i < 40; ++i) s = b.idle(t, W::kNothing);
-  EXPECT_DOUBLE_EQ(s, ProxyBackoff::kRecentCapS);
-  EXPECT_DOUBLE_EQ(b.idle(t, W::kWrites), ProxyBackoff::kInFlightCapS);
+  for (int i = 0; i < 40; ++i) s = b.idle(t, W::kWrites);
+  EXPECT_DOUBLE_EQ(s, ProxyBackoff::kInFlightCapS);
   EXPECT_DOUBLE_EQ(b.idle(t, W::kRelease), ProxyBackoff::kInFlightCapS);
-  EXPECT_DOUBLE_EQ(b.idle(t + 1, W::kNothing), ProxyBackoff::kIdleCapS);
+  // Nothing pending: until woken (the CQ's fd and the kick), bounded only where nothing would
+  // wake the proxy, by how recently it was active.
+  EXPECT_EQ(b.idle(t, W::kNothing), ProxyBackoff::kUntilWoken);
+  EXPECT_DOUBLE_EQ(b.blindCapS(t), ProxyBackoff::kRecentCapS);
+  EXPECT_DOUBLE_EQ(b.blindCapS(t + 1), ProxyBackoff::kIdleCapS);
   b.active(t + 1);
-  EXPECT_EQ(b.idle(t + 1, W::kNothing), 0);
+  for (int i = 0; i < ProxyBackoff::kSpinRounds + ProxyBackoff::kYieldRounds; ++i)
+    EXPECT_EQ(b.idle(t + 1, W::kNothing), 0) << "round " << i;
+  EXPECT_EQ(b.idle(t + 1, W::kNothing), ProxyBackoff::kUntilWoken);
 }
 
 TEST(ProxyBackoffTest, EagerPollsWhileSomethingIsPending) {
@@ -93,9 +98,7 @@ TEST(ProxyBackoffTest, EagerPollsWhileSomethingIsPending) {
   double t = 1000;
   b.active(t);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(b.idle(t, i % 2 ? W::kRelease : W::kWrites), 0);
-  double s = 0;
-  for (int i = 0; i < 40; ++i) s = b.idle(t, W::kNothing);
-  EXPECT_DOUBLE_EQ(s, ProxyBackoff::kRecentCapS);  // nothing pending: sleeps like the default
+  EXPECT_EQ(b.idle(t, W::kNothing), ProxyBackoff::kUntilWoken);  // nothing pending: as the default
 }
 
 // 1 MB/s with a 2 µs lead: a write may go once the NIC's estimated backlog is at most the lead.

@@ -161,15 +161,22 @@ TEST_P(SplitPutTest, ChunkedPartsSignalOnceAfterAllLanded) {
 // An unordered endpoint whose completions come late and out of order (the hold-back double
 // around tcp): the signalling piece of a split put, and the final part of a chunked put, must
 // be issued only after every earlier piece was reported complete. Over plain tcp the writes
-// land in order anyway, so only this double sees a proxy that sends the signal early.
-TEST(ProxyTest, UnorderedCompletionsHoldTheSignalBack) {
+// land in order anyway, so only this double sees a proxy that sends the signal early. The
+// parameter is how the double hands completions back: all at once, or one a proxy round
+// (newest first, or at random), which alone shows the proxy a put with all but one of its
+// pieces, or all of its own but not an earlier part's, reported.
+class UnorderedSignalTest : public ::testing::TestWithParam<HoldBackFabric::Release> {};
+
+TEST_P(UnorderedSignalTest, CompletionsHoldTheSignalBack) {
   SKIP_WITHOUT_TCP();
-  test::runRanks(2, netOptions(), [](const RankContext& c) {
+  const HoldBackFabric::Release release = GetParam();
+  test::runRanks(2, netOptions(), [release](const RankContext& c) {
     const size_t kPiece = 4096, kSplit = 37 * kPiece + 5, kChunk = 3 * kPiece, kParts = 6;
     const size_t kChunked = kParts * kChunk - 11;
     FabricOptions fo;
     fo.assumeUnorderedWrites = true;
     ProxyRank pr(c, kSplit + kChunked, kPiece, 60, fo, /*holdBackCompletions=*/c.rank == 0);
+    if (pr.holdBack) pr.holdBack->setRelease(release);
     ProxyQueue* q = pr.proxy->createQueue();
     const int kRounds = 4;
     if (c.rank == 0) {
@@ -194,6 +201,8 @@ TEST(ProxyTest, UnorderedCompletionsHoldTheSignalBack) {
                                                   "were reported complete";
       EXPECT_EQ(pr.holdBack->splitFinals(), 2u * kRounds);
       EXPECT_GT(pr.holdBack->reordered(), 0u) << "the double never reordered anything";
+      if (release != HoldBackFabric::Release::kAllNewestFirst)
+        EXPECT_GT(pr.holdBack->singles(), 0u) << "no completion came back alone";
     } else {
       uint64_t lastAck = 0;
       for (int k = 0; k < kRounds; ++k) {
@@ -212,6 +221,17 @@ TEST(ProxyTest, UnorderedCompletionsHoldTheSignalBack) {
     pr.finish();
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Net, UnorderedSignalTest,
+                         ::testing::Values(HoldBackFabric::Release::kAllNewestFirst,
+                                           HoldBackFabric::Release::kOneNewestFirst,
+                                           HoldBackFabric::Release::kOneRandom),
+                         [](const ::testing::TestParamInfo<HoldBackFabric::Release>& i) {
+                           return std::string(i.param == HoldBackFabric::Release::kAllNewestFirst ? "AllAtOnce"
+                                              : i.param == HoldBackFabric::Release::kOneNewestFirst
+                                                  ? "OneARoundNewestFirst"
+                                                  : "OneARoundRandom");
+                         });
 
 // A gathering put (ProxyPut::gather: a relay chunk of several send blocks) of 11 scattered
 // sources, cut into writes of at most 4096 bytes and the provider's iov limit: its bytes land

@@ -1,6 +1,7 @@
 // The rendezvous root: createUniqueId binds a listener and leaves a detached thread that
 // collects the hellos of one communicator's ranks, sends every rank the table of listener
 // addresses, and exits. It holds no state shared with the rest of the process.
+#include <pthread.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -254,7 +255,10 @@ void createUniqueId(rmaccUniqueId* id) {
   memcpy(data.addr, wire.addr, sizeof(data.addr));
 
   auto root = std::make_unique<Root>(std::move(listener), data.secret, timeoutS);
-  std::thread([root = std::move(root)] { root->run(); }).detach();
+  std::thread([root = std::move(root)] {
+    pthread_setname_np(pthread_self(), "rmacc-root");
+    root->run();
+  }).detach();
 
   memset(id->internal, 0, sizeof(id->internal));
   memcpy(id->internal, &data, sizeof(data));

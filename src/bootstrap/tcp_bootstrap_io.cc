@@ -1,5 +1,6 @@
 // TcpBootstrap traffic: the reader thread, tagged send/recv and the collectives.
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -55,6 +56,7 @@ void TcpBootstrap::startReader() {
 }
 
 void TcpBootstrap::readerLoop() {
+  pthread_setname_np(pthread_self(), "rmacc-bootstrap");
   std::vector<char> stage(kStageBytes);
   std::vector<pollfd> fds;
   std::vector<int> owner;  // peer of fds[i]; -1 for the wake fd

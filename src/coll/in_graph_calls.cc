@@ -1,5 +1,7 @@
 #include "coll/in_graph_calls.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -7,8 +9,11 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "coll/enqueued_calls.h"
+#include "exec/graph_recorder.h"
 #include "exec/local_copy.h"
 #include "exec/signal_space.h"
+#include "plan/graph_plan.h"
 
 namespace rmacc {
 
@@ -18,8 +23,6 @@ constexpr uint32_t kOfferTag = 0x49474f46;    // "IGOF"
 constexpr uint32_t kVerdictTag = 0x49475644;  // "IGVD"
 constexpr size_t kSlabBytes = 1 << 20;        // flags of many sites (one device allocation)
 constexpr size_t kCacheSites = 8;             // RMACC_GRAPH_CALLS=always: calls kept
-constexpr size_t kMinChunk = 1 << 20;         // ring slots: at least this, at most 32 chunks
-constexpr int kRingSlots = 2;
 
 enum Status : uint32_t { kOk = 0, kUnmappable = 1, kRejected = 2 };
 
@@ -57,25 +60,14 @@ struct Verdict {
 // One call site: what one replay needs, fixed at capture.
 struct InGraphCalls::Site {
   std::shared_ptr<Link> link;
-  volatile uint64_t* ready = nullptr;     // [L]: 1 from each rank this one sends to
-  volatile uint64_t* done = nullptr;      // [L]: 1 from each rank that sends to this one
+  volatile uint64_t* ready = nullptr;     // [L]: entry signals, from each rank this one sends to
+  volatile uint64_t* done = nullptr;      // [L]: data signals, from each rank that sends here
   volatile uint64_t* finished = nullptr;  // host-visible: kRunning, kSeen or kIdle
   double seenAt = 0;                      // when the watchdog saw the running replay first
   bool graph = false;                     // held by CUDA graphs until they are destroyed
   bool retired = false;                   // its graphs were destroyed: nothing runs it again
-  std::vector<MemOpDesc> readyWrites;  // into senders' ready[me]
-  std::vector<MemOpDesc> finishOps;    // waits for done[p], their resets, finished = 1
-  struct Send {
-    int lane;
-    MemOpDesc waitReady, resetReady, doneWrite;
-    CopyDesc copy;
-  };
-  std::vector<Send> sends;
-  CopyDesc self{nullptr, nullptr, 0};
-  size_t chunk = 0;                    // ring: bytes per slot
-  std::unique_ptr<Allocation> ring;    // ring: kRingSlots pinned slots
+  std::unique_ptr<GraphWork> work;        // the call's plan, as one replay records it
   std::vector<std::shared_ptr<Mapping>> maps;  // peers' receive buffers and flags
-  uint64_t bytes = 0;  // this rank's bytes out (messages)
 };
 
 // What a site's graph-destruction callback reaches: the pool while it exists.
@@ -91,7 +83,8 @@ InGraphCalls::InGraphCalls(const EngineContext& ctx)
       ring_(chooseLocalCopyMode(ctx.cfg.localCopy, ctx.backend.caps()) == LocalCopyMode::kEngines),
       siteBytes_(2 * L_ * sizeof(uint64_t)),
       sitesPerSlab_(kSlabBytes / siteBytes_),
-      link_(std::make_shared<Link>()) {
+      link_(std::make_shared<Link>()),
+      recorder_(std::make_unique<GraphRecorder>(ctx.backend, ctx.topo, ctx.rank, ring_)) {
   link_->pool = this;
 }
 
@@ -108,7 +101,7 @@ InGraphCalls::~InGraphCalls() {
     std::lock_guard<std::mutex> link(link_->mu);
     link_->pool = nullptr;
   }
-  lanes_.clear();  // drained: RMACC_GRAPH_CALLS=always runs work on them
+  recorder_.reset();  // its lanes drained: RMACC_GRAPH_CALLS=always runs work on them
   std::lock_guard<std::mutex> lock(mu_);
   size_t held = 0;
   for (Site* s : sites_) held += s->graph && !s->retired;
@@ -129,12 +122,6 @@ bool InGraphCalls::takes(Stream& user, const AlltoallvArgs& args) const {
   // The host backend's NULL stream runs each op as it is enqueued: no lanes beside it.
   if (!user.handle() && ctx_.backend.caps().synchronousNullStream) return false;
   return user.capturing() || ctx_.cfg.graphCalls == GraphCalls::kAlways;
-}
-
-Event& InGraphCalls::nextEvent() {
-  if (nextEvent_ == events_.size())  // made during the capture, perhaps in global mode
-    ctx_.backend.runRelaxed([&] { events_.push_back(ctx_.backend.createEvent()); });
-  return *events_[nextEvent_++];
 }
 
 void InGraphCalls::allocateFlags() {
@@ -266,7 +253,7 @@ bool InGraphCalls::record(Stream& user, const AlltoallvArgs& a) {
     std::lock_guard<std::mutex> lock(mu_);
     ++nextSlot_;  // taken: build() used it
   }
-  enqueue(*site, user);
+  recorder_->record(*site->work, user);  // one record at a time: captureMu_
   if (user.capturing()) {
     site->graph = true;
     user.tieToCapture(&InGraphCalls::onGraphDestroyed, site);
@@ -284,7 +271,8 @@ InGraphCalls::Site* InGraphCalls::cached(uint64_t key) {
   return nullptr;
 }
 
-// Maps the peers' memory and works out one replay's operations.
+// Maps the peers' memory and flags, plans the call (plan/graph_plan.h) and has the recorder
+// work out one replay of the plan.
 InGraphCalls::Site* InGraphCalls::build(const AlltoallvArgs& a, const std::vector<Offer>& offers,
                                         size_t slot, uint64_t key) {
   const int n = ctx_.nRanks;
@@ -299,117 +287,57 @@ InGraphCalls::Site* InGraphCalls::build(const AlltoallvArgs& a, const std::vecto
     site->finished = static_cast<volatile uint64_t*>(slab.finished->ptr()) + slot % sitesPerSlab_;
     *site->finished = kIdle;
   }
-  // The replay's first store says it runs (the watchdog: watch()).
-  site->readyWrites.push_back({false, site->finished, kRunning});
-  auto flagsOf = [&](int p) {
-    auto m = ctx_.memory.importPeer(offers[p].flags.handle());
-    site->maps.push_back(m);
-    return reinterpret_cast<volatile uint64_t*>(static_cast<char*>(m->ptr()) + offers[p].flagOffset);
-  };
+  // A peer's flags: its entry flags (ready), then its data flags (done), L each.
+  GraphFlags f;
+  f.entry = site->ready;
+  f.data = site->done;
+  f.peerEntry.assign(n, nullptr);
+  f.peerData.assign(n, nullptr);
+  f.finished = site->finished;
+  f.running = kRunning;  // the replay's first store says it runs (the watchdog: watch())
+  f.idle = kIdle;
+  CallBuffers b;
+  b.send = static_cast<const char*>(a.sendbuff);
+  b.recv = static_cast<char*>(a.recvbuff);
+  b.sendOffset = a.sendOffset;
+  b.recvOffset = a.recvOffset;
+  b.peerRecv.assign(n, PeerTarget{});
+  b.peerRecvOffset.assign(n, {});
   for (int p = 0; p < n; ++p) {
-    if (p == ctx_.rank) continue;
-    const int lp = ctx_.topo.localRankOf(p);
-    if (a.recvBytes[p] > 0) {  // p sends here: tell it this rank's buffer is free
-      volatile uint64_t* peerReady = flagsOf(p);
-      site->readyWrites.push_back({false, peerReady + me_, 1});
-      site->finishOps.push_back({true, site->done + lp, 1});
-    }
-    if (a.sendBytes[p] > 0) {
-      const Offer& o = offers[p];
-      auto recv = ctx_.memory.importPeer(o.recv.handle());
-      site->maps.push_back(recv);
-      if (o.recvBase > recv->size() || o.recvOffset > recv->size() - o.recvBase ||
-          o.recvBytes > recv->size() - o.recvBase - o.recvOffset)
-        RMACC_THROW(rmaccRemoteError, "rank %d asked for %llu bytes at offset %llu of a %zu-byte buffer",
-                    p, (unsigned long long)o.recvBytes, (unsigned long long)(o.recvBase + o.recvOffset),
-                    recv->size());
-      volatile uint64_t* peerDone = flagsOf(p) + L_;
-      Site::Send s;
-      s.lane = (lp - me_ - 1 + L_) % L_;
-      s.waitReady = {true, site->ready + lp, 1};
-      s.resetReady = {false, site->ready + lp, 0};
-      s.doneWrite = {false, peerDone + me_, 1};
-      s.copy = {static_cast<char*>(recv->ptr()) + o.recvBase + o.recvOffset,
-                static_cast<const char*>(a.sendbuff) + a.sendOffset[p], a.sendBytes[p]};
-      site->sends.push_back(s);
-      site->bytes += a.sendBytes[p];
-    }
+    if (p == ctx_.rank || (a.recvBytes[p] == 0 && a.sendBytes[p] == 0)) continue;
+    auto flags = ctx_.memory.importPeer(offers[p].flags.handle());
+    site->maps.push_back(flags);
+    f.peerEntry[p] = reinterpret_cast<volatile uint64_t*>(static_cast<char*>(flags->ptr()) +
+                                                          offers[p].flagOffset);
+    f.peerData[p] = f.peerEntry[p] + L_;
+    if (a.sendBytes[p] == 0) continue;
+    const Offer& o = offers[p];
+    auto recv = ctx_.memory.importPeer(o.recv.handle());
+    site->maps.push_back(recv);
+    if (o.recvBase > recv->size() || o.recvOffset > recv->size() - o.recvBase ||
+        o.recvBytes > recv->size() - o.recvBase - o.recvOffset)
+      RMACC_THROW(rmaccRemoteError, "rank %d asked for %llu bytes at offset %llu of a %zu-byte buffer",
+                  p, (unsigned long long)o.recvBytes, (unsigned long long)(o.recvBase + o.recvOffset),
+                  recv->size());
+    b.peerRecv[p].local = static_cast<char*>(recv->ptr()) + o.recvBase;
+    b.peerRecvOffset[p].assign(n, 0);
+    b.peerRecvOffset[p][ctx_.rank] = o.recvOffset;
   }
-  const size_t waits = site->finishOps.size();
-  for (size_t i = 0; i < waits; ++i)
-    site->finishOps.push_back({false, site->finishOps[i].addr, 0});
-  site->finishOps.push_back({false, site->finished, kIdle});
-  const int r = ctx_.rank;
-  if (a.sendBytes[r] > 0) {
-    site->self = {static_cast<char*>(a.recvbuff) + a.recvOffset[r],
-                  static_cast<const char*>(a.sendbuff) + a.sendOffset[r], a.sendBytes[r]};
-    if (ring_) {
-      site->chunk = std::max<size_t>(kMinChunk, (a.sendBytes[r] + 31) / 32);
-      site->chunk = std::min<size_t>(site->chunk, a.sendBytes[r]);
-      site->ring = ctx_.backend.allocateHostVisible(kRingSlots * site->chunk);
-    }
-  }
+  const plan::RankPlan plan = plan::makeGraphPlan(ctx_.topo, planOptionsOf(ctx_.cfg, 1), ctx_.rank,
+                                                  a.sendBytes, a.recvBytes);
+  site->work = recorder_->prepare(plan, b, f);
   Site* s = site.release();
   std::lock_guard<std::mutex> lock(mu_);
-  while (lanes_.size() < (size_t)L_ + 1) lanes_.push_back(ctx_.backend.createStream());
   sites_.push_back(s);
   if (ctx_.cfg.graphCalls == GraphCalls::kAlways) {
     cache_.emplace_front(key, s);
     if (cache_.size() > kCacheSites) cache_.pop_back();  // kept in sites_: replays may be queued
   }
   if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
-  INFO(kSubsysColl, "in-graph call: %zu sends (%llu bytes), %zu senders, self %zu bytes%s", s->sends.size(),
-       (unsigned long long)s->bytes, waits, s->self.bytes, s->ring ? " through pinned slots" : "");
+  const GraphWork& w = *s->work;
+  INFO(kSubsysColl, "in-graph call: %zu sends (%llu bytes), %zu senders, self %zu bytes%s", w.sends.size(),
+       (unsigned long long)w.bytes, w.senders, w.self.bytes, w.ring ? " through pinned slots" : "");
   return s;
-}
-
-// One replay's work (the sequence in the header), on `user` and the lanes it forks.
-void InGraphCalls::enqueue(Site& site, Stream& user) {
-  nextEvent_ = 0;
-  user.memOps(site.readyWrites.data(), site.readyWrites.size());
-  Event& fork = nextEvent();
-  user.record(fork);
-  std::vector<Event*> ends;
-  for (const Site::Send& s : site.sends) {
-    Stream& lane = *lanes_[s.lane];
-    lane.waitEvent(fork);
-    const MemOpDesc take[2] = {s.waitReady, s.resetReady};
-    lane.memOps(take, 2);
-    lane.copy(&s.copy, 1);
-    lane.memOps(&s.doneWrite, 1);
-    ends.push_back(&nextEvent());
-    lane.record(*ends.back());
-  }
-  if (site.self.bytes > 0 && !site.ring) {
-    user.copy(&site.self, 1);
-  } else if (site.self.bytes > 0) {
-    // Down to pinned slots on one lane, up on the other: slot k is refilled once its bytes
-    // went up (exec/local_copy.h: same-device copies would take the SMs).
-    Stream& down = *lanes_[L_ - 1];
-    Stream& up = *lanes_[L_];
-    down.waitEvent(fork);
-    up.waitEvent(fork);
-    Event* wentDown[kRingSlots];
-    Event* wentUp[kRingSlots] = {};
-    for (int k = 0; k < kRingSlots; ++k) wentDown[k] = &nextEvent(), wentUp[k] = &nextEvent();
-    char* slots = static_cast<char*>(site.ring->ptr());
-    for (size_t off = 0, k = 0; off < site.self.bytes; off += site.chunk, ++k) {
-      const size_t len = std::min(site.chunk, site.self.bytes - off);
-      char* slot = slots + (k % kRingSlots) * site.chunk;
-      if (k >= (size_t)kRingSlots) down.waitEvent(*wentUp[k % kRingSlots]);
-      const CopyDesc d{slot, static_cast<const char*>(site.self.src) + off, len};
-      down.copy(&d, 1);
-      down.record(*wentDown[k % kRingSlots]);
-      up.waitEvent(*wentDown[k % kRingSlots]);
-      const CopyDesc u{static_cast<char*>(site.self.dst) + off, slot, len};
-      up.copy(&u, 1);
-      up.record(*wentUp[k % kRingSlots]);
-    }
-    ends.push_back(&nextEvent());
-    up.record(*ends.back());
-  }
-  for (Event* e : ends) user.waitEvent(*e);
-  user.memOps(site.finishOps.data(), site.finishOps.size());
 }
 
 void InGraphCalls::onGraphDestroyed(void* p) {
@@ -431,15 +359,7 @@ void InGraphCalls::release(Site& s) {
   }
 }
 
-void InGraphCalls::drain() {
-  std::vector<Stream*> lanes;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& l : lanes_) lanes.push_back(l.get());
-  }
-  // Outside the lock: a lane may need the watchdog (which takes it) to release its wait.
-  for (Stream* l : lanes) try { l->synchronize(); } catch (...) {}
-}
+void InGraphCalls::drain() { recorder_->drain(); }
 
 void InGraphCalls::releaseAll() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -450,6 +370,7 @@ void InGraphCalls::releaseAll() {
 // Replays that run past the timeout fail the communicator; once it has failed, every replay
 // that waits is released (its bytes are not delivered; the error says why).
 void InGraphCalls::watch() {
+  pthread_setname_np(pthread_self(), "rmacc-watchdog");
   ctx_.backend.enterInternalThread();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
@@ -470,7 +391,7 @@ void InGraphCalls::watch() {
       if (monotonicSeconds() - s->seenAt > ctx_.cfg.timeoutS && late.empty())
         late = strprintf("an in-graph AlltoAllV replay (%zu sends, %llu bytes) did not complete within "
                          "%.1f s: a rank of this node has not reached the same replay",
-                         s->sends.size(), (unsigned long long)s->bytes, ctx_.cfg.timeoutS);
+                         s->work->sends.size(), (unsigned long long)s->work->bytes, ctx_.cfg.timeoutS);
     }
     if (!late.empty()) {
       lock.unlock();  // poisoning aborts the engines, which release through this pool

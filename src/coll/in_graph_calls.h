@@ -1,8 +1,9 @@
 // Captured calls whose whole work is in the CUDA graph (DESIGN.md §4.1). A call with counts
 // fixed at capture on a one-node communicator needs nothing from the CPU at replay: where each
 // block goes is known then. So its capture trades buffers and counts with the node's ranks
-// (over the bootstrap, on the caller's thread) and records on the caller's stream the copies
-// and flags of one replay:
+// (over the bootstrap, on the caller's thread), plans the call (plan/graph_plan.h: the enqueued
+// call's plan for the same counts) and has the executor's recorder (exec/graph_recorder.h)
+// record one replay of that plan on the caller's stream:
 //
 //   mark the replay running; write 1 into ready[me] of every rank that sends to this one
 //   for each rank q this one sends to, on a lane of its own:
@@ -10,6 +11,8 @@
 //   the block to itself: one copy, or through pinned slots on two lanes (exec/local_copy.h)
 //   wait until done[p] >= 1 for every sender p, write 0 into each
 //
+// (ready: the plan's entry signals; done: its data signals.) This file owns what the plan does
+// not say: the trade, the sites and their flags, the peers' mappings and the watchdog.
 // Every flag goes 0 -> 1 -> 0 once per replay, so the values are the same at every replay,
 // and no write can overtake its reset: a rank resets ready before its done write, and its peer
 // writes ready again only after seeing that done (each store waits for the stream's earlier
@@ -40,6 +43,7 @@
 #include "backend/backend.h"
 #include "coll/call_args.h"
 #include "exec/engine_context.h"
+#include "exec/graph_recorder.h"
 
 namespace rmacc {
 
@@ -70,9 +74,8 @@ class InGraphCalls {
  private:
   struct Offer;
   struct Link;
-  // Maps the peers' memory and works out one replay's operations; `slot` holds its flags.
+  // Maps the peers' memory, plans the call and works out one replay; `slot` holds its flags.
   Site* build(const AlltoallvArgs& args, const std::vector<Offer>& offers, size_t slot, uint64_t key);
-  void enqueue(Site& site, Stream& user);
   void release(Site& site);
   Site* cached(uint64_t key);
   void allocateFlags();   // another slab of sites' flags
@@ -87,12 +90,9 @@ class InGraphCalls {
   const size_t sitesPerSlab_;  // sites whose flags one slab holds
   std::shared_ptr<Link> link_;
 
-  std::mutex captureMu_;  // one record() at a time: the lanes and events below
-  std::vector<std::unique_ptr<Stream>> lanes_;  // by peer distance, then the two ring lanes
-                                                // (grows under mu_ too, for drain)
-  std::vector<std::unique_ptr<Event>> events_;
-  size_t nextEvent_ = 0;
-  Event& nextEvent();
+  std::mutex captureMu_;  // one record() at a time: the recorder's lanes and events
+  // Turns a site's plan into one replay's work on the caller's stream and its lanes.
+  std::unique_ptr<GraphRecorder> recorder_;
 
   std::mutex mu_;  // the sites and flag slabs (record, the watchdog, graph destruction)
   struct Slab {

@@ -194,6 +194,10 @@ Comm::~Comm() {
     }
     userStreams_.clear();
   }
+  // A failed communicator's endpoints may be part way through a write from a peer that
+  // stopped or left: they are not closed (Fabric::abandon), and once failed the proxy no
+  // longer progresses them.
+  if (fabric_ && asyncError() != rmaccSuccess) fabric_->abandon();
   // Then the progress thread and the executor's streams.
   padded_.reset();
   coll_.reset();

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "net/fabric_universe.h"
+#include "net/rxm_buffers.h"
 
 namespace rmacc {
 
@@ -126,12 +127,34 @@ Fabric::Fabric(const std::string& provider, const FabricOptions& options) {
   }
 }
 
-Fabric::~Fabric() { closeAll(); }
+Fabric::~Fabric() {
+  if (!abandoned()) {
+    closeAll();
+    return;
+  }
+  WARN("the network endpoints of a failed communicator stay open until the process exits: "
+       "closing them while a peer's write may be part way in crashes the provider");
+  // Kept where the process can still reach them (never freed), so that they are what they
+  // are, left open on purpose, and not a leak to LeakSanitizer.
+  static auto* kept = new std::vector<fid*>;
+  static std::mutex keptMu;
+  std::lock_guard<std::mutex> lock(keptMu);
+  for (Endpoint& e : eps_)
+    for (fid* f : {e.ep ? &e.ep->fid : nullptr, e.av ? &e.av->fid : nullptr,
+                   e.cq ? &e.cq->fid : nullptr})
+      if (f) kept->push_back(f);
+  if (domain_) kept->push_back(&domain_->fid);
+  if (fabric_) kept->push_back(&fabric_->fid);
+  static auto* keptInfo = new std::vector<fi_info*>;
+  keptInfo->push_back(info_);
+  eps_.clear();  // our bookkeeping only
+}
 
 void Fabric::open(const std::string& provider, const FabricOptions& options) {
   RMACC_ARG_CHECK(options.endpoints >= 1 && options.endpoints <= kMaxFabricEndpoints,
                   "%d fabric endpoints (1 to %d)", options.endpoints, kMaxFabricEndpoints);
   if (options.universeSize > 0) sizeFabricUniverse(options.universeSize);  // before fi_getinfo
+  boundRxmBuffers();  // before fi_getinfo too
   fi_info* list = nullptr;
   int rc = -FI_ENODATA;
   // The provider's candidates for one combination of FI_HMEM and threading.
@@ -480,10 +503,12 @@ size_t Fabric::poll(int ep, Completion* out, size_t max) {
     const fi_cq_data_entry& e = entries[i];
     if (e.flags & FI_REMOTE_CQ_DATA) {
       out[k++] = Completion{Completion::kRemoteData, nullptr, e.data & 0xffffffffull};
-    } else if (e.flags & (FI_RMA | FI_WRITE)) {
+    } else if ((e.flags & (FI_RMA | FI_WRITE)) && e.op_context) {
       out[k++] = Completion{Completion::kWriteDone, e.op_context, 0};
     } else {
-      TRACE(kSubsysNet, "ignoring a completion with flags 0x%llx", (unsigned long long)e.flags);
+      // Not one of our writes: other flags, or no context (a provider's internal operation).
+      TRACE(kSubsysNet, "ignoring a completion with flags 0x%llx, context %p",
+            (unsigned long long)e.flags, e.op_context);
     }
   }
   return k;

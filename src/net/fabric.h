@@ -4,6 +4,7 @@
 // is valid whichever endpoint writes.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -178,6 +179,18 @@ class Fabric {
   // means poll() first (the provider may have work that the fd would not signal).
   virtual bool readyToBlock(int ep);
 
+  // Leaves the endpoints, their queues, the domain and the fabric open when this Fabric is
+  // destroyed, for the rest of the process; registrations are still closed by their owners.
+  // For a communicator that failed, or whose writes never completed: an endpoint may then be
+  // part way through an incoming write whose peer stopped or vanished, and closing it (or the
+  // peer's connection dropping while it is progressed) makes tcp;ofi_rxm cancel that write
+  // with a null op context, which rxm itself dereferences (SIGSEGV inside fi_close, libfabric
+  // 1.17). Nothing may progress an abandoned fabric (poll, write, readyToBlock): with manual
+  // progress the provider then touches no memory of ours, and it costs one fabric's sockets
+  // and provider buffers per failed communicator. Any thread; idempotent.
+  void abandon() { abandoned_.store(true, std::memory_order_release); }
+  bool abandoned() const { return abandoned_.load(std::memory_order_acquire); }
+
  private:
   // One endpoint with its completion queue and address vector.
   struct Endpoint {
@@ -199,6 +212,7 @@ class Fabric {
   bool hmem_ = false;
   bool hmemLocalReg_ = false;
   mutable std::mutex mutex_;  // the domain's; see "Threading" above
+  std::atomic<bool> abandoned_{false};
 
   void open(const std::string& provider, const FabricOptions& options);
   void openEndpoint(Endpoint& e);

@@ -5,6 +5,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/signal_contexts.h"
 
 namespace rmacc {
 
@@ -71,13 +72,16 @@ char* LandingZone::row(int src) const {
 }
 
 void LandingZone::arrived(int src, int slot) {
-  if (src < 0 || (size_t)src >= sourceRow_.size() || sourceRow_[src] < 0 || slot >= (int)slots_)
+  if (src < 0 || (size_t)src >= sourceRow_.size() || sourceRow_[src] < 0 || slot < 0 ||
+      slot >= (int)slots_)
     RMACC_THROW(rmaccRemoteError, "landing chunk from rank %d in slot %d: no such source or slot",
                 src, slot);
   char* r = row(src);
   const auto& h = *reinterpret_cast<const LandingHeader*>(r + slot * kLandingHeaderBytes);
+  // The proxy raises the put's signal by index into the signal array (SignalLayout): a context
+  // or index past its end would be a write past the array, not an error.
   if (h.check != h.checksum() || h.bytes == 0 || h.bytes > slotBytes_ ||
-      h.ctx < 0 || h.ctx >= 8 || h.sigIdx < 0 || h.sigIdx >= 8)
+      h.ctx < 0 || h.ctx >= kNumContexts || h.sigIdx < 0 || h.sigIdx >= RMACC_MAX_SIGNALS)
     RMACC_THROW(rmaccRemoteError,
                 "rank %d: damaged landing header in slot %d (%llu bytes, ctx %d, signal %d)", src,
                 slot, (unsigned long long)h.bytes, h.ctx, h.sigIdx);

@@ -31,6 +31,7 @@
 
 #include "core/nic_pacer.h"
 #include "net/proxy.h"
+#include "net/proxy_backoff.h"
 #include "net/signal_tally.h"
 
 namespace rmacc::proxy_internal {
@@ -220,7 +221,7 @@ class ProxyImpl final : public Proxy {
   void checkTimeout(const Queue& q, double now);
   void fail(rmaccResult_t code, const std::string& text);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
-  bool sleepFor(double seconds);
+  bool sleepFor(double seconds, double blindS = ProxyBackoff::kIdleCapS);
   void drain();
   // The CUDA device of memory at `ptr` for an FI_HMEM_CUDA registration; -1 for host memory
   // (the only kinds of memory the backends have today).

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include "core/clock.h"
@@ -40,28 +41,36 @@ void ProxyImpl::run() {
     }
     LandingZone* zone = landing_.load(std::memory_order_acquire);
     bool landingBusy = (zone && !zone->idle()) || !creditsDue_.empty();
-    ProxyBackoff::Waiting waiting = awaitingRelease_                    ? ProxyBackoff::kRelease
-                                    : outstanding_ > 0 || landingBusy ? ProxyBackoff::kWrites
-                                                                        : ProxyBackoff::kNothing;
+    // A released put not yet complete counts even with nothing in the provider's hands: one
+    // the provider refused (-FI_EAGAIN) is retried, and its timeout checked, only by a round.
+    const bool released = outstanding_ > 0 || !quiet_.load(std::memory_order_relaxed);
+    ProxyBackoff::Waiting waiting = awaitingRelease_              ? ProxyBackoff::kRelease
+                                    : released || landingBusy ? ProxyBackoff::kWrites
+                                                                : ProxyBackoff::kNothing;
     double s = backoff.idle(now, waiting);
     // A write the pacer holds may go at a known time: no later than then.
     if (pacedHold_) s = std::min(s, pacer_.waitS(now));
     // Woken by a post (its ready store is probably close) or by the network: poll eagerly.
-    if (s > 0 && sleepFor(s)) backoff.active(monotonicSeconds());
+    if (s > 0 && sleepFor(s, backoff.blindCapS(now))) backoff.active(monotonicSeconds());
   }
   pacer_.waiting((size_t)ep_, NicPacer::kNone);  // holds no other thread back once stopped
   INFO(kSubsysProxy, "proxy of rank %d stops: %llu pieces issued, %llu -FI_EAGAIN retries", rank_,
        (unsigned long long)piecesIssued_, (unsigned long long)eagains_);
 }
 
-// Sleeps up to `seconds`; returns true when kick() or the network cut the sleep short.
-bool ProxyImpl::sleepFor(double seconds) {
+// Sleeps up to `seconds` (ProxyBackoff::kUntilWoken: until woken); returns true when kick() or
+// the network cut the sleep short. An unbounded sleep needs the CQ's fd in the set, or an
+// incoming write would go unseen: without it the sleep lasts at most `blindS`.
+bool ProxyImpl::sleepFor(double seconds, double blindS) {
   pollfd fds[2] = {{kickFd_, POLLIN, 0}, {fabric_.waitFd(ep_), POLLIN, 0}};
   // Block on the CQ too only when the provider says nothing is pending (fi_trywait); else
   // a timed sleep, as for providers without a wait object.
-  nfds_t n = fds[1].fd >= 0 && fabric_.readyToBlock(ep_) ? 2 : 1;
-  timespec ts{(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
-  int rc = ppoll(fds, n, &ts, nullptr);
+  nfds_t n = fds[1].fd >= 0 && !failed() && fabric_.readyToBlock(ep_) ? 2 : 1;
+  if (n == 1) seconds = std::min(seconds, blindS);
+  timespec ts{};
+  const bool forever = std::isinf(seconds);
+  if (!forever) ts = timespec{(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+  int rc = ppoll(fds, n, forever ? nullptr : &ts, nullptr);
   if (rc <= 0) return false;  // timed out (or EINTR: the next round looks anyway)
   uint64_t count;
   bool kicked = (fds[0].revents & POLLIN) && read(kickFd_, &count, sizeof(count)) > 0;
@@ -76,8 +85,13 @@ bool ProxyImpl::round() {
   // and the NIC would run dry behind them (docs/decisions.md#posting-order).
   if (pacedHold_ && pacer_.waitS(monotonicSeconds()) == 0 && !failed())
     for (Queue* q : mine_) busy |= issue(*q);
-  busy |= pollCompletions();
-  busy |= serviceLanding();
+  // A failed proxy no longer progresses the network: nothing it could still learn would be
+  // reported, and a peer dropping its connection part way through a write to us would make
+  // the provider crash in the progress (Fabric::abandon says how).
+  if (!failed()) {
+    busy |= pollCompletions();
+    busy |= serviceLanding();
+  }
   refreshQueues();
   double now = monotonicSeconds();
   awaitingRelease_ = false;

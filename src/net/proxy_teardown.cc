@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -14,12 +17,15 @@
 namespace rmacc::proxy_internal {
 
 // After the thread stopped: let pieces in the provider's hands complete, so that no op context
-// we free can be written later. Whatever cannot complete (dead peer, abort) is leaked on
-// purpose: freeing it would hand the provider dangling contexts.
+// we free can be written later. Whatever cannot complete (dead or stopped peer, abort) is
+// leaked on purpose, since freeing it would hand the provider dangling contexts, and the
+// fabric is abandoned rather than closed (Fabric::abandon): its close would cancel those
+// writes and whatever a peer was part way through writing to us. A failed or aborted proxy
+// does not progress the network at all any more (proxy_progress.cc), so it drains nothing.
 void ProxyImpl::drain() {
-  double limit = (aborted_.load() || failed()) ? 0.2 : std::min(timeoutS_, 5.0);
-  double deadline = monotonicSeconds() + limit;
-  while (outstanding_ > 0 && monotonicSeconds() < deadline) {
+  const bool progressing = !aborted_.load() && !failed();
+  const double deadline = monotonicSeconds() + std::min(timeoutS_, 5.0);
+  while (progressing && outstanding_ > 0 && monotonicSeconds() < deadline) {
     try {
       if (!pollCompletions()) sleepFor(50e-6);
     } catch (const std::exception& e) {
@@ -29,9 +35,14 @@ void ProxyImpl::drain() {
   if (outstanding_ == 0) return;
   WARN("rank %d: %zu network writes still in flight at proxy teardown; leaking their state",
        rank_, outstanding_);
+  // Kept reachable (never freed) along with the abandoned fabric, not a leak to LeakSanitizer.
+  static auto* kept = new std::vector<std::unique_ptr<InFlight>>;
+  static std::mutex keptMu;
+  std::lock_guard<std::mutex> lock(keptMu);
   for (auto& q : queues_)
     for (auto& f : q->active_)
-      if (f->issued > f->completed + f->errored) (void)f.release();
+      if (f->issued > f->completed + f->errored) kept->push_back(std::move(f));
+  fabric_.abandon();
 }
 
 void ProxyImpl::flush() {

@@ -61,10 +61,37 @@ size_t HoldBackFabric::poll(int ep, Completion* out, size_t max) {
     if (held_.empty()) oldest_ = std::chrono::steady_clock::now();
     held_.push_back(got[i]);
   }
-  if (!held_.empty() && (held_.size() >= kHoldCount ||
-                         std::chrono::steady_clock::now() - oldest_ >= kHoldTime))
-    release(out, max, &n);
+  const Release how = release_.load();
+  if (how != Release::kAllNewestFirst && handedOne_) {
+    handedOne_ = false;  // a round without: the caller's loop ends and its issue step runs
+    return n;
+  }
+  if (held_.empty() || n == max ||
+      (held_.size() < kHoldCount && std::chrono::steady_clock::now() - oldest_ < kHoldTime))
+    return n;
+  if (how == Release::kAllNewestFirst) release(out, max, &n);
+  else releaseOne(out, &n, how == Release::kOneNewestFirst);
   return n;
+}
+
+void HoldBackFabric::reported(const Completion& c) {
+  auto it = pieceOf_.find(c.context);
+  if (it == pieceOf_.end()) return;
+  ++pieces_[it->second].reported;
+  pieceOf_.erase(it);
+}
+
+// Hands back one held completion (the newest, or one at random); the rest are due at once, one
+// a round.
+void HoldBackFabric::releaseOne(Completion* out, size_t* n, bool newest) {
+  const size_t at = newest ? held_.size() - 1 : std::uniform_int_distribution<size_t>(0, held_.size() - 1)(rng_);
+  if (held_.size() > 1) ++reordered_, ++singles_;
+  Completion c = held_[at];
+  held_.erase(held_.begin() + (std::ptrdiff_t)at);
+  reported(c);
+  out[(*n)++] = c;
+  handedOne_ = true;
+  if (!held_.empty()) oldest_ = std::chrono::steady_clock::now() - kHoldTime;
 }
 
 // Hands back held completions newest first, as far as `out` has room.
@@ -73,11 +100,7 @@ void HoldBackFabric::release(Completion* out, size_t room, size_t* n) {
   while (!held_.empty() && *n < room) {
     Completion c = held_.back();
     held_.pop_back();
-    auto it = pieceOf_.find(c.context);
-    if (it != pieceOf_.end()) {
-      ++pieces_[it->second].reported;
-      pieceOf_.erase(it);
-    }
+    reported(c);
     out[(*n)++] = c;
   }
   if (!held_.empty()) oldest_ = std::chrono::steady_clock::now() - kHoldTime;  // rest: next poll

@@ -1,7 +1,12 @@
 // A test double around a real libfabric endpoint that behaves like an unordered network's
-// completion queue: local write completions are held back and handed to the caller later, in
-// reverse order of arrival (incoming completion data passes at once). The bytes still travel
-// over the real provider; only what the proxy learns, and when, changes.
+// completion queue: local write completions are held back and handed to the caller later, out
+// of order (incoming completion data passes at once). The bytes still travel over the real
+// provider; only what the proxy learns, and when, changes. How held completions come back
+// (Release): all at once, newest first; or one per proxy round (the poll after one that handed
+// a completion back hands none, so the proxy's issue step runs between any two), newest first
+// or in a random order. Only the one-a-round orders let the proxy see a put with all but one
+// of its pieces reported: a proxy that issues the signalling piece one completion early, or
+// before an earlier part of a chunked put is reported, is caught only by them.
 //
 // It also checks the rule the proxy must keep on an unordered endpoint (issue 17 §8): a write
 // that signals (completion data with a piece count) may be issued only once every earlier
@@ -15,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -25,8 +31,11 @@ namespace rmacc::test {
 
 class HoldBackFabric final : public Fabric {
  public:
+  enum class Release { kAllNewestFirst, kOneNewestFirst, kOneRandom };
   HoldBackFabric(const std::string& provider, const FabricOptions& options)
       : Fabric(provider, options) {}
+  // May be changed while the proxy polls (it takes effect at the next poll).
+  void setRelease(Release r) { release_.store(r); }
 
   // One endpoint (the proxy thread's): its state below is not per endpoint.
   bool write(int ep, int peer, const void* src, size_t bytes, void* localDesc,
@@ -42,6 +51,8 @@ class HoldBackFabric final : public Fabric {
   uint64_t reordered() const { return reordered_.load(); }       // completions delivered late
                                                                  // and out of arrival order
   uint64_t gathers() const { return gathers_.load(); }           // writes of several sources
+  uint64_t singles() const { return singles_.load(); }  // completions handed back one a round
+                                                        // while others stayed held
 
  private:
   using Key = std::tuple<int, int, int>;  // peer, ctx, sigIdx
@@ -51,13 +62,18 @@ class HoldBackFabric final : public Fabric {
   // Checks the rule for one write and, when `issue` posted it, counts it.
   bool track(int peer, uint32_t data, void* context, const std::function<bool()>& issue);
   void release(Completion* out, size_t room, size_t* n);
+  void releaseOne(Completion* out, size_t* n, bool newest);
+  void reported(const Completion& c);
 
   // Proxy thread only (write and poll are its data path).
   std::map<Key, Count> pieces_;
   std::unordered_map<void*, Key> pieceOf_;  // context of a non-signalling piece in flight
   std::deque<Completion> held_;
   std::chrono::steady_clock::time_point oldest_;
-  std::atomic<uint64_t> violations_{0}, splitFinals_{0}, reordered_{0}, gathers_{0};
+  bool handedOne_ = false;  // the last poll handed a completion back (one-a-round orders)
+  std::mt19937 rng_{12345};
+  std::atomic<Release> release_{Release::kAllNewestFirst};
+  std::atomic<uint64_t> violations_{0}, splitFinals_{0}, reordered_{0}, gathers_{0}, singles_{0};
 };
 
 }  // namespace rmacc::test

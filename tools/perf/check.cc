@@ -34,10 +34,18 @@ uint64_t load(const void* base, size_t i, size_t elemSize) {
   return v;
 }
 
-uint64_t countWrongGap(const void* host, size_t from, size_t to, size_t elemSize) {
+// Elements of recvbuff outside every block that no longer hold the poison (a write past a
+// block, or into the wrong place): counted, the first one reported.
+uint64_t countWrongGap(const void* host, size_t from, size_t to, size_t elemSize, int me) {
   const uint64_t p = lowBytes(kPoison, elemSize);
   uint64_t wrong = 0;
-  for (size_t i = from; i < to; ++i) wrong += load(host, i, elemSize) != p;
+  size_t first = 0;
+  for (size_t i = from; i < to; ++i)
+    if (load(host, i, elemSize) != p && wrong++ == 0) first = i;
+  if (wrong)
+    fprintf(stderr, "rank %d: %llu elements between blocks overwritten, the first at element %zu (byte %zu of "
+            "recvbuff): expected the poison 0x%llx, got 0x%llx\n", me, (unsigned long long)wrong, first,
+            first * elemSize, (unsigned long long)p, (unsigned long long)load(host, first, elemSize));
   return wrong;
 }
 
@@ -69,20 +77,27 @@ uint64_t verifyRecv(const void* host, const Layout& l, int me, size_t elemSize, 
   size_t pos = 0;
   for (size_t src : order) {
     if (l.recvCounts[src] == 0) continue;
-    wrong += countWrongGap(host, pos, l.rdispls[src], elemSize);
+    wrong += countWrongGap(host, pos, l.rdispls[src], elemSize, me);
     uint64_t bad = 0, first = 0;
     for (size_t k = 0; k < l.recvCounts[src]; ++k) {
       if (load(host, l.rdispls[src] + k, elemSize) == expectedValue(static_cast<int>(src), me, k, elemSize, salt)) continue;
       if (bad++ == 0) first = k;
     }
-    // Which block went wrong, and from where: the first thing a failure report needs.
-    if (bad)
-      fprintf(stderr, "rank %d: block from rank %zu: %llu of %zu elements wrong, first at element %llu\n",
-              me, src, (unsigned long long)bad, l.recvCounts[src], (unsigned long long)first);
+    // Which block went wrong, from where, and which bytes: the first thing a failure report
+    // needs (the poison in "got" means the element was never written).
+    if (bad) {
+      const size_t at = l.rdispls[src] + first;
+      fprintf(stderr, "rank %d: block from rank %zu: %llu of %zu elements wrong, first at element %llu (byte %zu of "
+              "recvbuff): expected 0x%llx, got 0x%llx%s\n", me, src, (unsigned long long)bad, l.recvCounts[src],
+              (unsigned long long)first, at * elemSize,
+              (unsigned long long)expectedValue(static_cast<int>(src), me, first, elemSize, salt),
+              (unsigned long long)load(host, at, elemSize),
+              load(host, at, elemSize) == lowBytes(kPoison, elemSize) ? " (the poison: never written)" : "");
+    }
     wrong += bad;
     pos = l.rdispls[src] + l.recvCounts[src];
   }
-  return wrong + countWrongGap(host, pos, l.recvElems, elemSize);
+  return wrong + countWrongGap(host, pos, l.recvElems, elemSize, me);
 }
 
 }  // namespace rmacc::perf
