@@ -23,7 +23,9 @@
 #   graph      CUDA graph replays (rmacc-perf --graph) against the same calls uncaptured, same
 #              run: AlltoAll and AlltoAllV with device counts, 1 node, 1K..64M (issue 13)
 # and, only when named: sanitizer capsan pyunit random trace relay proxy gdr cost2
-# graphnodes timeline
+# graphnodes timeline padded
+# (padded: rmaccAlltoAllvPadded beside rmaccAlltoAllvDynamic and the host-count call at the same
+# zipf counts, 1 node, 1K..16M, uncaptured and as graph replays, same run: issue 49 item 3)
 # (timeline: CUPTI traces of one 1 KiB call, bench/timeline/cupti_timeline.py: AlltoAll 1 x 1 and
 # 1 x 2, uncaptured and --graph, AlltoAllV --counts device, NCCL at one rank)
 # (capsan: compute-sanitizer memcheck over the captured dynamic call, 1 x 2 on one GPU; pyunit:
@@ -39,7 +41,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rmacc-out}
 DEFAULT_STEPS="tests perf ncclapi peer overlap zipf cost dyncounts proxycpu loop graph"
 STEPS=${STEPS:-$DEFAULT_STEPS}
-[[ $STEPS == all ]] && STEPS="sanitizer capsan $DEFAULT_STEPS random trace relay proxy gdr cost2 graphnodes"
+[[ $STEPS == all ]] && STEPS="sanitizer capsan $DEFAULT_STEPS random trace relay proxy gdr cost2 graphnodes padded"
 MAXSIZE=${MAXSIZE:-4G}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
@@ -285,6 +287,14 @@ if has graphnodes; then  # graph replays across 3 emulated nodes: a stream of co
   for g in "" --graph; do
     perf alltoall-3x1${g:+-graph} 3 3 alltoall -b 1K -e 16M -f 8 -n 20 -w 3 $g
     perf counts-device-3x1${g:+-graph} 3 3 alltoallv --pattern zipf --counts device -b 1K -e 16M -f 8 -n 20 -w 3 $g
+  done
+fi
+if has padded; then  # slots of the largest block against the packed calls, same counts (issue 49)
+  mps_for "$local_ranks"
+  for g in "" --graph; do
+    for src in padded device host; do
+      perf padded-$src${g:+-graph} "$local_ranks" 1 alltoallv --pattern zipf --counts $src -b 1K -e 16M -f 4 -n 100 -w 10 $g
+    done
   done
 fi
 if has timeline; then  # CUPTI traces of small calls, read by bench/timeline/cupti_timeline.py

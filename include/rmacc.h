@@ -22,11 +22,11 @@
  *     driver), rmaccInternalError (a bug in rmacc: please report it).
  *
  * - Collective calls. rmaccCommInitRank, rmaccCommWindowRegister, rmaccCommWindowDeregister,
- *   rmaccAlltoAll, rmaccAlltoAllv, rmaccAlltoAllvDynamic and rmaccBarrier are collective. Every
- *   rank of the communicator must make them, in the same order. A rank that is out of order is
- *   told so (rmaccInvalidUsage) rather than hanging. Bad arguments on one rank fail that call on
- *   every rank: rmaccInvalidArgument on the rank whose arguments were bad, rmaccInvalidUsage on
- *   the others. The other calls are local to the calling rank.
+ *   rmaccAlltoAll, rmaccAlltoAllv, rmaccAlltoAllvDynamic, rmaccAlltoAllvPadded and rmaccBarrier
+ *   are collective. Every rank of the communicator must make them, in the same order. A rank
+ *   that is out of order is told so (rmaccInvalidUsage) rather than hanging. Bad arguments on
+ *   one rank fail that call on every rank: rmaccInvalidArgument on the rank whose arguments were
+ *   bad, rmaccInvalidUsage on the others. The other calls are local to the calling rank.
  *
  * - Streams. A call that takes a stream enqueues its work on that stream and returns without
  *   waiting for peers. Errors found once the work runs (counts that do not match, a dead peer)
@@ -315,6 +315,52 @@ rmaccResult_t rmaccAlltoAllvDynamic(const void* sendbuff, const size_t* sendcoun
                                     rmaccStream_t stream);
 
 /* Extensions (not in the original contract). */
+
+/* Padded all-to-all with counts on the device (docs/padded-alltoallv-design.md): the layout
+   is fixed, so the call needs no counts on the host, ever. @p sendbuff and @p recvbuff hold
+   nranks slots of @p capacity elements each. Slot j of sendbuff (at element j x capacity) goes
+   whole to rank j, where it lands in slot me (at element me x capacity) of its recvbuff; the
+   8-byte word sendcounts[j] goes with it, to rank j's recvcounts[me]. The receiver reads
+   recvcounts[i] and the first recvcounts[i] rows of slot i in place, once @p stream passed the
+   call. Rows past the count are copied too (whatever sendbuff holds there): the call always
+   moves nranks x capacity x elementsize bytes out of each rank, at every occupancy. At mean
+   occupancy f (sum of counts / (nranks x capacity)) it moves 1/f times the bytes of the packed
+   rmaccAlltoAllvDynamic, and saves that call's count trade on the host: use it for small calls
+   (decode-sized MoE dispatch, where the fixed cost dominates), the packed call once
+   (1 - f) x nranks x capacity x elementsize bytes take longer to copy than the fixed cost saved
+   (the design note gives the crossover; measure it with rmacc-perf alltoallv --counts padded).
+
+   Captured in a CUDA graph on a one-node communicator, with the buffers and both count arrays
+   in memory the node's ranks can map (rmaccMemAlloc, cudaMalloc), the whole call is in the
+   graph: copies and stream memory operations, no kernel and no host function, nothing for the
+   CPU at replay, and replays may be launched back to back without limit. Across nodes (or with
+   memory the peers cannot map) a captured call is run by rmacc's progress thread at each replay,
+   as a captured rmaccAlltoAllv is; a replay then holds two such calls (the slots, the counts):
+   launch at most 4 replays ahead of the device. */
+/** Collective: every rank passes the same @p capacity and @p datatype, in the same call order
+    as its other collective calls. @p sendcounts and @p recvcounts are nranks 64-bit words in
+    device memory (host memory on the host backend), read and written only by the stream; the
+    counts never reach the CPU on the data path. @p recvcounts must not overlap @p recvbuff;
+    the stream sets it to zeros first, so a call that fails leaves zeros there.
+    A count above @p capacity is never truncated silently: exactly @p capacity rows move
+    whatever the count says (nothing is written outside the slots), the count word arrives as
+    sent, and the communicator fails with rmaccInvalidUsage ("rank i sent N rows to rank j, more
+    than capacity C"), seen by rmaccStreamSynchronize and rmaccCommGetAsyncError at the latest
+    (both check the counts of the calls their stream or communicator completed); every rank's
+    communicator then fails (rmaccRemoteError on the others). For a graph replayed many times
+    between two checks, a background check every 20 ms sees the counts of the replay that ran
+    last (a bad replay followed by good ones before the check may be missed: check recvcounts
+    yourself where that matters). Calls on one communicator from one thread at a time, as for
+    every collective.
+    @return rmaccInvalidArgument on the rank with a bad argument (an unknown datatype, a NULL
+    count array, a NULL buffer with @p capacity > 0, sizes that overflow, a buffer or count
+    array that runs past its rmaccMemAlloc allocation, @p recvcounts inside @p recvbuff),
+    rmaccInvalidUsage on the others; rmaccInvalidUsage for calls out of order; the fatal
+    errors. */
+rmaccResult_t rmaccAlltoAllvPadded(const void* sendbuff, const size_t* sendcounts,
+                                   size_t capacity, void* recvbuff, size_t* recvcounts,
+                                   rmaccDataType_t datatype, rmaccComm_t comm,
+                                   rmaccStream_t stream);
 
 /* Size in bytes of one element of a datatype, 0 for an unknown one. */
 /** Any thread; never fails. */

@@ -8,6 +8,7 @@
 #include "api/api_guard.h"
 #include "bootstrap/bootstrap.h"
 #include "coll/collective.h"
+#include "coll/padded_calls.h"
 
 using namespace rmacc;
 
@@ -196,6 +197,7 @@ RMACC_API rmaccResult_t rmaccCommGetAsyncError(rmaccComm_t comm, rmaccResult_t* 
   return guarded(comm, "rmaccCommGetAsyncError", [&] {
     Comm& c = commOf(comm);
     RMACC_ARG_CHECK(asyncError, "asyncError is NULL");
+    c.padded().check();  // counts above a padded call's capacity fail the communicator
     *asyncError = c.asyncError();
   });
 }

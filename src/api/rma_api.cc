@@ -6,6 +6,7 @@
 #include "comm/window.h"
 #include "exec/rma.h"
 #include "coll/collective.h"
+#include "coll/padded_calls.h"
 #include "exec/signal_space.h"
 
 using namespace rmacc;
@@ -62,9 +63,12 @@ RMACC_API rmaccResult_t rmaccStreamSynchronize(rmaccComm_t comm, rmaccStream_t s
       ~Reported() { c.noteStreamSynchronized(stream); }
     } reported{c, stream};
     s.synchronize();
+    c.padded().check();  // counts above a padded call's capacity fail the communicator
     c.checkHealthy();
     std::string text;
-    rmaccResult_t e = c.coll().takeAnyCallError(&text);
+    uint64_t seq = 0;
+    rmaccResult_t e = c.coll().takeAnyCallError(&text, &seq);
+    if (e != rmaccSuccess) c.padded().reported(seq);  // a padded call's two parts, told once
     if (e != rmaccSuccess) throw Error(e, text);
   });
 }

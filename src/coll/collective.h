@@ -52,7 +52,10 @@ class CollectiveEngine {
   // The last call whose work completed (numbers as alltoallv returns them).
   uint64_t completedSeq() const { return enqueued_->completedSeq(); }
   // Errors of completed calls that nobody collected yet (rmaccStreamSynchronize reports them).
-  rmaccResult_t takeAnyCallError(std::string* text) { return enqueued_->takeAnyCallError(text); }
+  // `seq`, when given, gets the call's number.
+  rmaccResult_t takeAnyCallError(std::string* text, uint64_t* seq = nullptr) {
+    return enqueued_->takeAnyCallError(text, seq);
+  }
   uint64_t relayBytes() const { return enqueued_->relayBytes(); }
   // Releases a count exchange blocked on a peer of this node (the communicator aborts).
   void abort();

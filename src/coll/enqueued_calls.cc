@@ -121,7 +121,7 @@ rmaccResult_t EnqueuedCalls::takeCallError(uint64_t seq, std::string* text) {
   return code;
 }
 
-rmaccResult_t EnqueuedCalls::takeAnyCallError(std::string* text) {
+rmaccResult_t EnqueuedCalls::takeAnyCallError(std::string* text, uint64_t* seq) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = callErrors_.begin();
   const uint64_t done = doneSeq();
@@ -129,6 +129,7 @@ rmaccResult_t EnqueuedCalls::takeAnyCallError(std::string* text) {
   if (it == callErrors_.end()) return rmaccSuccess;
   rmaccResult_t code = it->second.first;
   if (text) *text = it->second.second;
+  if (seq) *seq = it->first;
   callErrors_.erase(it);
   return code;
 }

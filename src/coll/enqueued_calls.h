@@ -68,7 +68,7 @@ class EnqueuedCalls {
   void run(QueuedCall& task);
 
   rmaccResult_t takeCallError(uint64_t seq, std::string* text);
-  rmaccResult_t takeAnyCallError(std::string* text);
+  rmaccResult_t takeAnyCallError(std::string* text, uint64_t* seq = nullptr);  // seq: its number
   uint64_t completedSeq() const { return doneSeq(); }
   uint64_t relayBytes() const { return targets_->relayBytes(); }
   uint64_t relayHighWater() const { return executor_->relayHighWater(); }

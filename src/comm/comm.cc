@@ -16,6 +16,7 @@
 #include "core/proxy_routing.h"
 #include "comm/window.h"
 #include "coll/collective.h"
+#include "coll/padded_calls.h"
 #include "exec/rma.h"
 #include "exec/signal_space.h"
 #include "exec/trace.h"
@@ -162,6 +163,7 @@ void Comm::init(int nRanks, const rmaccUniqueId& id, int rank) {
                           signalArrays_, *windows_, *this};
   rma_ = std::make_unique<RmaEngine>(ctx);
   coll_ = std::make_unique<CollectiveEngine>(ctx, *rma_);
+  padded_ = std::make_unique<PaddedCalls>(*backend_, *coll_, *this, rank, nRanks, cfg_.timeoutS);
   bootstrap_->barrier();
   // From here on a lost peer fails this communicator at once (DESIGN.md §4).
   bootstrap_->setStatusProvider([this] { return callStatus(); });
@@ -197,6 +199,7 @@ Comm::~Comm() {
   // longer progresses them.
   if (fabric_ && asyncError() != rmaccSuccess) fabric_->abandon();
   // Then the progress thread and the executor's streams.
+  padded_.reset();
   coll_.reset();
   // The last puts may still read the bounce rings the RMA engine owns (seen: EFAULT from the
   // provider when a communicator went right after its last call).

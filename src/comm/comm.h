@@ -23,6 +23,7 @@ class SignalSpace;
 class WindowRegistry;
 class RmaEngine;
 class CollectiveEngine;
+class PaddedCalls;
 class TraceWriter;
 struct ProcessRecord;  // who a rank's process is (comm.cc)
 
@@ -45,6 +46,7 @@ class Comm : public FailureSink {
   WindowRegistry& windows() { return *windows_; }
   RmaEngine& rma() { return *rma_; }
   CollectiveEngine& coll() { return *coll_; }
+  PaddedCalls& padded() { return *padded_; }  // rmaccAlltoAllvPadded (coll/padded_calls.h)
   bool multiNode() const { return topo_.nNodes() > 1; }
   TraceWriter* trace() { return trace_.get(); }  // RMACC_TRACE_FILE; nullptr when unset
   // Where a zero-byte proxy put (a pure signal) to `peer` lands: providers verify the key of
@@ -136,6 +138,7 @@ class Comm : public FailureSink {
   std::unique_ptr<WindowRegistry> windows_;
   std::unique_ptr<RmaEngine> rma_;
   std::unique_ptr<CollectiveEngine> coll_;
+  std::unique_ptr<PaddedCalls> padded_;  // makes its calls through coll_
 
   std::mutex streamsMu_;
   std::map<void*, std::unique_ptr<Stream>> userStreams_;

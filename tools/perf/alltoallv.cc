@@ -7,6 +7,14 @@
 // them on the stream. The dynamic call packs received blocks in source order, so its layout's
 // receive side has no gaps between blocks (the tail past them is still checked as a gap), and
 // the counts and displacements it writes back are checked too.
+//
+// --counts padded: rmaccAlltoAllvPadded, with one slot per peer as large as the largest block
+// of the size's matrix (the capacity, the same on every rank). Its layout is the slots, and the
+// check covers every byte of them (the whole slot moves); the pattern's counts go to the device
+// and the recvcounts the call delivers are checked against them. The table's size is then the
+// slots' bytes (what moves); the line before each row gives the capacity and the occupancy, and
+// rows follow the sweep's sizes, so the n-th row's time compares with the packed calls' n-th.
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -64,6 +72,21 @@ uint64_t countDifferences(const std::vector<size_t>& got, const std::vector<size
   return wrong;
 }
 
+// The slots of a padded call: `capacity` elements per peer on both sides, no gaps; the real
+// counts of `packed` are what the device counts say.
+Layout paddedLayout(const Layout& packed, size_t capacity) {
+  const size_t n = packed.sendCounts.size();
+  Layout l;
+  l.sendCounts.assign(n, capacity);
+  l.recvCounts.assign(n, capacity);
+  for (size_t p = 0; p < n; ++p) {
+    l.sdispls.push_back(p * capacity);
+    l.rdispls.push_back(p * capacity);
+  }
+  l.sendElems = l.recvElems = n * capacity;
+  return l;
+}
+
 }  // namespace
 
 int runAlltoallv(Context& ctx, const Options& opts) {
@@ -71,12 +94,29 @@ int runAlltoallv(Context& ctx, const Options& opts) {
   DeviceCounts dev(ctx, ctx.nranks);
   std::vector<size_t> hostCounts(ctx.nranks);
   CollectiveTest t;
+  // Padded: the pattern's layouts, in the order the sweep asks for them and then prepares them.
+  std::vector<Layout> real;
+  size_t prepared = 0;
   t.layout = [&](size_t bytes) {
     Layout l = alltoallvLayout(opts, ctx.nranks, ctx.rank, bytes);
     if (source == CountsSource::kDevice) packReceiveSide(&l);
-    return l;
+    if (source != CountsSource::kPadded) return l;
+    const CountMatrix m = makeCounts(opts, ctx.nranks, bytes / dataTypeSize(opts.dtype));
+    const size_t capacity = std::max<size_t>(1, *std::max_element(m.counts.begin(), m.counts.end()));
+    real.push_back(l);
+    return paddedLayout(l, capacity);
   };
-  t.prepare = [&](const Layout& l) { dev.upload(l); };
+  t.prepare = [&](const Layout& l) {
+    if (source != CountsSource::kPadded) return dev.upload(l);
+    const Layout& r = real[prepared++];
+    dev.upload(r);
+    if (ctx.rank == 0) {
+      size_t payload = 0;
+      for (size_t c : r.sendCounts) payload += c;
+      printf("# padded: capacity %zu elements per peer, rank 0's occupancy %.2f\n", l.sendCounts[0],
+             (double)payload / (double)l.sendElems);
+    }
+  };
   t.launch = [&](const void* send, void* recv, const Layout& l) {
     switch (source) {
       case CountsSource::kHost:
@@ -90,6 +130,10 @@ int runAlltoallv(Context& ctx, const Options& opts) {
         RMACC_PERF_CHECK(ctx, rmaccAlltoAllv(send, hostCounts.data(), l.sdispls.data(), recv, l.recvCounts.data(),
                                              l.rdispls.data(), opts.dtype, ctx.comm, ctx.stream));
         break;
+      case CountsSource::kPadded:
+        RMACC_PERF_CHECK(ctx, rmaccAlltoAllvPadded(send, dev.sendCounts(), l.sendCounts[0], recv, dev.recvCounts(),
+                                                   opts.dtype, ctx.comm, ctx.stream));
+        break;
       case CountsSource::kDevice:
         RMACC_PERF_CHECK(ctx, rmaccAlltoAllvDynamic(send, dev.sendCounts(), dev.sdispls(), recv, l.recvElems,
                                                     dev.recvCounts(), dev.rdispls(), opts.dtype, ctx.comm,
@@ -101,6 +145,10 @@ int runAlltoallv(Context& ctx, const Options& opts) {
     t.checkOutputs = [&](const Layout& l) {
       return countDifferences(dev.download(dev.recvCounts()), l.recvCounts) +
              countDifferences(dev.download(dev.rdispls()), l.rdispls);
+    };
+  if (source == CountsSource::kPadded)
+    t.checkOutputs = [&](const Layout&) {  // after the size's calls: its layout was prepared last
+      return countDifferences(dev.download(dev.recvCounts()), real[prepared - 1].recvCounts);
     };
   t.description = describePattern(opts) + ", counts " + countsSourceName(source);
   return runCollective(ctx, opts, t);

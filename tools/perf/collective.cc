@@ -106,10 +106,13 @@ int runCollective(Context& ctx, const Options& opts, const CollectiveTest& test)
       graphs.push_back(ctx.device->captureGraph(ctx.stream, [&] { test.launch(b.send[i].ptr, b.recv.ptr, l); }));
     // A captured call with device counts is enqueued at each replay by the progress thread: at
     // most 8 replays ahead of the device (docs/usage.md, CUDA graphs), so such replays are synchronised
-    // every 8 (fixed counts on one node are in the graph whole: no limit).
+    // every 8 (fixed counts and padded calls on one node are in the graph whole: no limit).
     auto launch = [&] {
       const int i = calls++ % b.nSend;
-      if (opts.graph && opts.counts == CountsSource::kDevice && calls % 8 == 0)
+      // A padded replay across nodes holds two such calls (its slots, its counts): every 4.
+      const bool padded = opts.counts == CountsSource::kPadded && ctx.nNodes > 1;
+      const int window = padded ? 4 : 8;
+      if (opts.graph && (opts.counts == CountsSource::kDevice || padded) && calls % window == 0)
         RMACC_PERF_CHECK(ctx, rmaccStreamSynchronize(ctx.comm, ctx.stream));
       if (opts.graph) ctx.device->launchGraph(graphs[i], ctx.stream);
       else test.launch(b.send[i].ptr, b.recv.ptr, l);

@@ -113,7 +113,8 @@ void applyOption(const char* prog, int c, const char* arg, Options* o) {
       if (!strcmp(arg, "host")) o->counts = CountsSource::kHost;
       else if (!strcmp(arg, "sync")) o->counts = CountsSource::kSync;
       else if (!strcmp(arg, "device")) o->counts = CountsSource::kDevice;
-      else fail(prog, std::string("--counts takes host, sync or device: ") + arg);
+      else if (!strcmp(arg, "padded")) o->counts = CountsSource::kPadded;
+      else fail(prog, std::string("--counts takes host, sync, device or padded: ") + arg);
       break;
     case kNranks: o->nranksOverride = intArg(prog, "--nranks", arg, 1, 1 << 20); break;
     case 'h': printUsage(prog); exit(0);
@@ -145,9 +146,11 @@ void printUsage(const char* prog) {
           "  --peer half|xor      putsignal partner: (r + n/2) %% n or r ^ 1 (half)\n"
           "  --print-counts       print the alltoallv count matrices and exit\n"
           "  --nranks N           rank count for --print-counts outside a launcher\n"
-          "  --counts host|sync|device  alltoallv's counts: host arrays; device arrays copied to\n"
-          "                       the host after a stream sync, then the call (what frameworks\n"
-          "                       do); device arrays read by rmaccAlltoAllvDynamic (host)\n"
+          "  --counts host|sync|device|padded  alltoallv's counts: host arrays; device arrays\n"
+          "                       copied to the host after a stream sync, then the call (what\n"
+          "                       frameworks do); device arrays read by rmaccAlltoAllvDynamic;\n"
+          "                       device arrays sent with slots as large as the largest block\n"
+          "                       by rmaccAlltoAllvPadded (the size column: the slots) (host)\n"
           "  --proxy-cpu          after each size, the rmacc-proxy thread's CPU share during the\n"
           "                       timed calls (cores, max over ranks); after the sweep, idle\n"
           "  --host-cpu           after each size, host CPU microseconds per call during the\n"
@@ -227,6 +230,7 @@ const char* countsSourceName(CountsSource c) {
     case CountsSource::kHost: return "host";
     case CountsSource::kSync: return "sync";
     case CountsSource::kDevice: return "device";
+    case CountsSource::kPadded: return "padded";
   }
   return "?";
 }

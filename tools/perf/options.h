@@ -16,8 +16,9 @@ namespace rmacc::perf {
 enum class Pattern { kUniform, kRandom, kZipf };
 // Where alltoallv's counts come from (issue 13): host arrays (rmaccAlltoAllv); device arrays
 // that the caller copies to the host after synchronising the stream, as frameworks do today
-// (sync); device arrays the call reads itself (rmaccAlltoAllvDynamic, device).
-enum class CountsSource { kHost, kSync, kDevice };
+// (sync); device arrays the call reads itself (rmaccAlltoAllvDynamic, device); device arrays
+// that travel with the data, in slots of a fixed capacity (rmaccAlltoAllvPadded, padded).
+enum class CountsSource { kHost, kSync, kDevice, kPadded };
 
 struct Options {
   std::string test;                // putsignal | alltoall | alltoallv
