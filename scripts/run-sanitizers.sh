@@ -18,7 +18,8 @@ case "$kind" in
     targets=(bootstrap_test net_logic_test fabric_test proxy_test proxy_faults_test landing_test rma_test errors_test alltoallv_test
              alltoallv_faults_test host_backend_test
              config_test planner_test planner_calls_test verifier_test topology_test bounce_test reliability_test captured_calls_test alltoallv_dynamic_test
-             lifecycle_test host_abort_test rma_zero_size_test paused_peer_test mem_alloc_limits_test)
+             lifecycle_test host_abort_test rma_zero_size_test paused_peer_test mem_alloc_limits_test
+             graph_plan_test alltoallv_padded_test timeout_teardown_test direct_calls_test)
     # Out: the 1 GiB call, the parameter sweep's larger shapes (2x2 and 3x3 stay), the soak
     # (it measures RSS, which ASan's shadow and quarantine change), the Python package (its
     # interpreter would need the ASan runtime preloaded).
