@@ -24,32 +24,12 @@
 #include "rmacc.h"
 #include "support/alltoallv_case.h"
 #include "support/gpu_ranks.h"
+#include "support/graph_nodes.h"
 #include "support/multiprocess.h"
 #include "support/test_kernels.h"
 
 namespace rmacc::test {
 namespace {
-
-// No node of `graph` runs on the SMs: rmacc records memory operations, copies and host
-// functions only. Asked through the driver: the runtime's cudaGraphNodeGetType fails with
-// cudaErrorUnknown on a batch memory-op node, which it has no type for (H200, CUDA 13.0).
-void expectNoKernelNodes(cudaGraph_t graph) {
-  size_t count = 0;
-  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &count), cudaSuccess);
-  std::vector<cudaGraphNode_t> nodes(count);
-  ASSERT_EQ(cudaGraphGetNodes(graph, nodes.data(), &count), cudaSuccess);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found;
-  ASSERT_EQ(cudaGetDriverEntryPoint("cuGraphNodeGetType", &fn, cudaEnableDefault, &found), cudaSuccess);
-  ASSERT_TRUE(fn != nullptr && found == cudaDriverEntryPointSuccess);
-  auto nodeType = reinterpret_cast<CUresult (*)(CUgraphNode, CUgraphNodeType*)>(fn);
-  for (cudaGraphNode_t node : nodes) {
-    CUgraphNodeType type;
-    ASSERT_EQ(nodeType(node, &type), CUDA_SUCCESS);
-    EXPECT_NE(type, CU_GRAPH_NODE_TYPE_KERNEL) << "a captured rmacc call holds a kernel node";
-  }
-  EXPECT_GT(count, 0u);
-}
 
 // RMACC_TEST_STACKS_AFTER_S: a rank still running after that long writes every thread's stack to
 // stderr (no gdb on the device; bench/capture_diag.sh resolves the addresses).

@@ -17,31 +17,11 @@
 
 #include "rmacc.h"
 #include "support/gpu_ranks.h"
+#include "support/graph_nodes.h"
 #include "support/multiprocess.h"
 
 namespace rmacc::test {
 namespace {
-
-// The graph's node types, asked through the driver (the runtime has no type for a batch
-// memory-op node): no kernel, and with `noHost` no host node either.
-void expectNodeTypes(cudaGraph_t graph, bool noHost) {
-  size_t count = 0;
-  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &count), cudaSuccess);
-  std::vector<cudaGraphNode_t> nodes(count);
-  ASSERT_EQ(cudaGraphGetNodes(graph, nodes.data(), &count), cudaSuccess);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found;
-  ASSERT_EQ(cudaGetDriverEntryPoint("cuGraphNodeGetType", &fn, cudaEnableDefault, &found), cudaSuccess);
-  ASSERT_TRUE(fn != nullptr && found == cudaDriverEntryPointSuccess);
-  auto nodeType = reinterpret_cast<CUresult (*)(CUgraphNode, CUgraphNodeType*)>(fn);
-  for (cudaGraphNode_t node : nodes) {
-    CUgraphNodeType type;
-    ASSERT_EQ(nodeType(node, &type), CUDA_SUCCESS);
-    EXPECT_NE(type, CU_GRAPH_NODE_TYPE_KERNEL) << "a captured padded call holds a kernel node";
-    if (noHost) EXPECT_NE(type, CU_GRAPH_NODE_TYPE_HOST) << "a one-node padded call needs the CPU at replay";
-  }
-  EXPECT_GT(count, 0u);
-}
 
 RunOptions gpuRanks(Shape shape) {
   RunOptions o;
@@ -94,7 +74,7 @@ TEST_P(GpuPadded, SlotsAndCountsByteExact) {
       rmaccResult_t r = rmaccAlltoAllvPadded(dsend, dsc, capacity, drecv, drc, rmaccInt32, comm, stream);
       CUDA_OK(cudaStreamEndCapture(stream, &graph));
       RMACC_OK(r, comm);
-      ASSERT_NO_FATAL_FAILURE(expectNodeTypes(graph, shape.nodes == 1));
+      ASSERT_NO_FATAL_FAILURE(expectNoKernelNodes(graph, shape.nodes == 1));
       CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     }
     const auto t0 = std::chrono::steady_clock::now();
