@@ -18,18 +18,34 @@ namespace {
 
 using namespace test;  // the network tests' helpers (support/net_ranks.h)
 
+// A landing zone on the host backend, its memory registered as a stand-in region (no network:
+// the tests write headers and chunks into its rows by hand).
+struct HostLandingZone {
+  HostLandingZone(std::vector<int> sourceRow, uint32_t slots, uint64_t slotBytes)
+      : backend(createHostBackend(60)) {
+    auto memory = backend->allocateNicVisible(slots * (kLandingHeaderBytes + slotBytes));
+    row = static_cast<char*>(memory->ptr());
+    region = RemoteRegion{0, 0, memory->size()};
+    auto mr = std::make_unique<MemoryRegion>(nullptr, memory->ptr(), memory->size(), region);
+    zone = std::make_unique<LandingZone>(*backend, std::move(memory), std::move(mr),
+                                         std::move(sourceRow), slots, slotBytes);
+  }
+  std::unique_ptr<Backend> backend;
+  char* row = nullptr;
+  RemoteRegion region{};
+  std::unique_ptr<LandingZone> zone;  // declared last: gone before the backend
+};
+
 // The target side alone, on the host backend: headers are checked, chunks copied into place,
 // slots returned in copy order, and a put's signal raised once, after its last chunk was
 // copied, whatever order its chunks arrived in.
 TEST(LandingZoneTest, CopiesChecksCreditsAndSignals) {
-  auto backend = createHostBackend(60);
   const uint32_t kSlots = 4;
   const uint64_t kSlotBytes = 4096;
-  auto memory = backend->allocateNicVisible(kSlots * (kLandingHeaderBytes + kSlotBytes));
-  char* row = static_cast<char*>(memory->ptr());
-  RemoteRegion fake{0, 0, memory->size()};
-  auto mr = std::make_unique<MemoryRegion>(nullptr, memory->ptr(), memory->size(), fake);
-  LandingZone zone(*backend, std::move(memory), std::move(mr), {-1, 0}, kSlots, kSlotBytes);
+  HostLandingZone host({-1, 0}, kSlots, kSlotBytes);
+  LandingZone& zone = *host.zone;
+  char* row = host.row;
+  const RemoteRegion fake = host.region;
   std::vector<uint8_t> window(3 * kSlotBytes, 0xEE);
   zone.allow(window.data(), window.size());
   LandingTarget t;  // the source's view, for the offsets
@@ -112,15 +128,13 @@ TEST(LandingZoneTest, CopiesChecksCreditsAndSignals) {
 // buggy or hostile peer names a signal the proxy raises by index into the signal array, so a
 // context or index one past the end would be a write past it, not an error.
 TEST(LandingZoneTest, HeaderFieldsAtTheirBoundaries) {
-  auto backend = createHostBackend(60);
   const uint32_t kSlots = 4;
   const uint64_t kSlotBytes = 4096;
-  auto memory = backend->allocateNicVisible(kSlots * (kLandingHeaderBytes + kSlotBytes));
-  char* row = static_cast<char*>(memory->ptr());
-  RemoteRegion fake{0, 0, memory->size()};
-  auto mr = std::make_unique<MemoryRegion>(nullptr, memory->ptr(), memory->size(), fake);
   // Ranks 0 and 2 are this node's (no row); rank 1 puts here.
-  LandingZone zone(*backend, std::move(memory), std::move(mr), {-1, 0, -1}, kSlots, kSlotBytes);
+  HostLandingZone host({-1, 0, -1}, kSlots, kSlotBytes);
+  LandingZone& zone = *host.zone;
+  char* row = host.row;
+  const RemoteRegion fake = host.region;
   std::vector<uint8_t> window(2 * kSlotBytes, 0xEE);
   zone.allow(window.data(), window.size());
   LandingTarget t;
